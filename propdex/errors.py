@@ -1,0 +1,57 @@
+"""One exception class per failure kind. Messages name the file and the reason."""
+
+from __future__ import annotations
+
+
+class PropdexError(Exception):
+    """Base class for every error propdex raises on purpose."""
+
+
+class ExtractionError(PropdexError):
+    """A document could not be read; ``reason`` is the short text stored as its status."""
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class EncryptedDocumentError(ExtractionError):
+    """The PDF is encrypted and no (correct) password was configured."""
+
+
+class NoTextLayerError(ExtractionError):
+    """The document has no extractable text (scanned without OCR, or blank)."""
+
+
+class DocumentTooLargeError(ExtractionError):
+    """The document exceeds max_file_mb or max_pages."""
+
+
+class UnsupportedSourceError(ExtractionError):
+    """The path is not a .pdf, .txt or .md file."""
+
+
+class SourceNotFoundError(PropdexError):
+    """A path, folder or glob given to ingest matched nothing."""
+
+
+class LLMError(PropdexError):
+    """An LLM call failed after its retries."""
+
+
+class LLMConfigurationError(LLMError):
+    """The server refused the request itself (401, 403, 404 model, 400): retrying cannot help,
+    so the run stops at the first one instead of failing every chunk."""
+
+
+class LLMOutputError(LLMError):
+    """The LLM answered, but the answer stayed invalid after one repair attempt."""
+
+
+class StorageError(PropdexError):
+    """The database could not be read or written (read-only folder, disk full, ...)."""
+
+
+class IndexInconsistentError(PropdexError):
+    """``verify`` found the tables disagreeing with each other or with the documents ledger."""

@@ -1,0 +1,132 @@
+"""The records that flow between pipeline stages.
+
+Plain dataclasses: cheap to pickle (Prefect persists task results) and easy to read.
+Offsets are always character offsets into ``ExtractedDocument.text``; pages are 1-based.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PageSpan:
+    page: int  # 1-based page number
+    start: int  # char offset of the page's first character in the document text
+    end: int  # exclusive
+
+
+@dataclass(frozen=True)
+class SectionHint:
+    title: str
+    level: int
+    char_start: int  # where the section begins in the document text
+
+
+@dataclass
+class ExtractedDocument:
+    source: str  # normalised absolute path or URI
+    doc_id: str
+    content_sha256: str  # of the file's bytes
+    kind: str  # "pdf" | "text" | "markdown"
+    text: str
+    pages: list[PageSpan]
+    title_hint: str | None = None  # PDF metadata title or a Markdown H1
+    sections: list[SectionHint] = field(default_factory=list)  # outline / headings, by char_start
+    page_count: int = 0
+    ocr: bool = False  # text came from OCR
+
+    def pages_for(self, start: int, end: int) -> tuple[int, int]:
+        """First and last page touched by text[start:end]."""
+        first = last = self.pages[0].page if self.pages else 1
+        for span in self.pages:
+            if span.start <= start:
+                first = span.page
+            if span.start < end:
+                last = span.page
+        return first, max(first, last)
+
+    def section_at(self, offset: int) -> str | None:
+        current = None
+        for hint in self.sections:
+            if hint.char_start <= offset:
+                current = hint.title
+            else:
+                break
+        return current
+
+
+@dataclass(frozen=True)
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_calls: int = 0  # answered from the content-addressed cache
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.calls + other.calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_calls + other.cached_calls,
+        )
+
+
+@dataclass
+class DocumentContext:
+    title: str
+    summary: str
+    title_truncated: bool = False  # the title was written from a bounded prefix
+    summary_truncated: bool = False
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class Chunk:
+    chunk_id: str
+    doc_id: str
+    ordinal: int
+    text: str
+    char_start: int
+    char_end: int
+    page_start: int
+    page_end: int
+    section: str | None = None
+    header: str = ""  # contextual chunk header; embedded text = header + "\n\n" + text
+
+    @property
+    def embed_text(self) -> str:
+        return f"{self.header}\n\n{self.text}" if self.header else self.text
+
+
+@dataclass(frozen=True)
+class Scores:
+    accuracy: int
+    clarity: int
+    completeness: int
+    conciseness: int
+
+    def passes(self, thresholds: dict[str, int]) -> bool:
+        return all(getattr(self, name) >= limit for name, limit in thresholds.items())
+
+
+@dataclass
+class Proposition:
+    prop_id: str
+    chunk_id: str
+    doc_id: str
+    ordinal: int
+    text: str
+    scores: Scores
+    passed: bool
+
+
+@dataclass
+class ChunkPropositions:
+    """The proposition stage's outcome for one chunk."""
+
+    chunk_id: str
+    propositions: list[Proposition]
+    error: str | None = None  # set when the LLM output stayed invalid after one repair
+    usage: Usage = field(default_factory=Usage)

@@ -1,0 +1,97 @@
+"""The ingest flow: it composes the tasks, one chain of stages per document."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow
+from prefect.states import Failed
+from prefect.futures import wait
+from prefect.runtime import flow_run
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.parameters import IngestOptions
+from propdex.errors import ExtractionError, LLMConfigurationError, NoTextLayerError
+from propdex.ids import doc_id_for
+from propdex.pipeline.outcome import DocumentOutcome, RunSummary
+from tasks.documents import embed, extract, propose, split, write_context
+from tasks.index import commit_document, optimize, plan_run, prune, publish_report, record_failures, sweep
+
+
+def _first_failure(futures) -> BaseException | None:
+    """The exception that broke a document's chain (downstream tasks never ran)."""
+    for future in futures:
+        if future.state.is_failed() or future.state.is_crashed():
+            try:
+                future.result(raise_on_failure=True)
+            except BaseException as exc:  # the stored exception of that task run
+                return exc
+    return None
+
+
+def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
+    status = "skipped" if isinstance(exc, NoTextLayerError) else "failed"
+    reason = exc.reason if isinstance(exc, ExtractionError) else f"{type(exc).__name__}: {exc}"
+    return DocumentOutcome(source=item.source, doc_id=item.doc_id, status=status,
+                           reason=item.reason, error=reason)
+
+
+@flow(name="propdex-ingest", log_prints=True,
+      task_runner=ThreadPoolTaskRunner(max_workers=24))
+def ingest(
+    sources: list[str],
+    db: str = "propdex-db",
+    options: IngestOptions = IngestOptions(),
+    prune_removed: bool = True,
+    force: bool = False,
+) -> dict:
+    """Ingest files, folders (.pdf, .txt, .md) and globs into the index at ``db``.
+
+    Only new or changed documents are processed; sources removed from the given folders
+    leave the index unless ``prune_removed`` is off; ``force`` re-processes everything.
+    """
+    started = time.perf_counter()
+    settings = options.settings(db)
+    run_id = flow_run.get_id() or f"local-{int(time.time())}"
+
+    plan = plan_run(sources, settings, force, prune_removed)
+    swept = sweep(settings)
+    fp = plan.fingerprint
+    chains = []
+    for item in plan.to_process:
+        doc = extract.submit(item, settings, fp)
+        context = write_context.submit(doc, settings, fp)
+        chunks = split.submit(doc, context, settings, fp)
+        props = propose.submit(doc, chunks, context, settings, fp)
+        vectors = embed.submit(doc, chunks, props, settings, fp)
+        done = commit_document.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
+        chains.append((item, [doc, context, chunks, props, vectors, done]))
+    wait([future for _, futures in chains for future in futures])
+
+    summary = RunSummary(run_id=run_id, db=settings.db_uri, llm=settings.llm_backend,
+                         unchanged=plan.unchanged, missing=plan.missing, swept_rows=swept)
+    failures: list[DocumentOutcome] = []
+    for item, futures in chains:
+        exc = _first_failure(futures)
+        if exc is None:
+            summary.documents.append(futures[-1].result())
+        else:
+            failures.append(_failure_outcome(item, exc))
+            if isinstance(exc, LLMConfigurationError) and summary.stopped is None:
+                summary.stopped = str(exc)
+    for source, reason in plan.unreadable:
+        failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
+                                        status="failed", reason="unreadable", error=reason))
+    summary.documents.extend(failures)
+    if failures:
+        hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}
+        record_failures(failures, settings, fp, run_id, hashes)
+    summary.removed = prune(plan.removed, settings)
+    if summary.wrote:
+        optimize(settings)
+    summary.seconds = time.perf_counter() - started
+    publish_report(summary)
+    if summary.stopped:
+        # Retrying cannot help (bad key, unknown model): the run ends Failed, with its report.
+        return Failed(message=f"run stopped: {summary.stopped}", data=summary.to_dict())
+    return summary.to_dict()

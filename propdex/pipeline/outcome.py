@@ -1,0 +1,69 @@
+"""What a run did, per document and in total: the run artifact and the CLI print this."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class DocumentOutcome:
+    source: str
+    doc_id: str
+    status: str  # indexed | failed | skipped
+    reason: str = ""  # why it was (re-)processed, or why it failed
+    error: str | None = None
+    chunks: int = 0
+    propositions_kept: int = 0
+    propositions_rejected: int = 0
+    chunk_failures: int = 0
+    llm_calls: int = 0
+    cached_llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    embeddings_computed: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    db: str
+    llm: str
+    documents: list[DocumentOutcome] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    swept_rows: int = 0
+    seconds: float = 0.0
+    stopped: str | None = None  # a configuration error that stopped the run
+
+    @property
+    def failed(self) -> list[DocumentOutcome]:
+        return [d for d in self.documents if d.status != "indexed"]
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.documents or self.removed or self.swept_rows)
+
+    def totals(self) -> dict[str, float]:
+        keys = ("chunks", "propositions_kept", "propositions_rejected", "chunk_failures",
+                "llm_calls", "cached_llm_calls", "prompt_tokens", "completion_tokens",
+                "embeddings_computed")
+        totals: dict[str, float] = {k: sum(getattr(d, k) for d in self.documents) for k in keys}
+        return totals
+
+    def stage_seconds(self) -> dict[str, float]:
+        seconds: dict[str, float] = {}
+        for doc in self.documents:
+            for stage, value in doc.stage_seconds.items():
+                seconds[stage] = seconds.get(stage, 0.0) + value
+        return seconds
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.update(
+            indexed=sum(d.status == "indexed" for d in self.documents),
+            failed=len(self.failed), totals=self.totals(), stage_seconds=self.stage_seconds(),
+            wrote=self.wrote,
+        )
+        return data

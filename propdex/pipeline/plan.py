@@ -1,0 +1,71 @@
+"""Which documents a run must process, which are unchanged, and which left their folders.
+
+Change detection is content-based: a document is re-processed when the SHA-256 of its
+bytes or the pipeline fingerprint (every setting that changes outputs) differs from the
+ledger in the documents table. Its doc_id is stable for its path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from propdex.ids import doc_id_for, sha256_file
+from propdex.sources import Discovery, is_under
+
+# Failures that depend only on the file's bytes: retrying unchanged bytes cannot succeed.
+INPUT_FAILURE_STATUSES = {"skipped"}
+
+
+@dataclass
+class WorkItem:
+    source: str
+    doc_id: str
+    content_sha256: str
+    reason: str  # new | changed | settings changed | retry | forced
+
+
+@dataclass
+class Plan:
+    fingerprint: str
+    to_process: list[WorkItem] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, source)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+    missing: list[str] = field(default_factory=list)  # arguments that matched nothing
+
+
+def make_plan(
+    discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
+) -> Plan:
+    plan = Plan(fingerprint=fingerprint, missing=list(discovery.missing))
+    by_id = {row["doc_id"]: row for row in ledger}
+    for source in discovery.files:
+        doc_id = doc_id_for(source)
+        try:
+            digest = sha256_file(source)
+        except OSError as exc:
+            plan.unreadable.append((source, f"cannot read file: {exc.strerror or exc}"))
+            continue
+        row = by_id.get(doc_id)
+        if force:
+            reason = "forced"
+        elif row is None:
+            reason = "new"
+        elif row["content_sha256"] != digest:
+            reason = "changed"
+        elif row["pipeline_version"] != fingerprint:
+            reason = "settings changed"
+        elif row["status"] == "indexed" or (
+            row["status"] in INPUT_FAILURE_STATUSES or row.get("error_kind") == "input"
+        ):
+            plan.unchanged.append(source)
+            continue
+        else:
+            reason = "retry"
+        plan.to_process.append(WorkItem(source, doc_id, digest, reason))
+    if prune:
+        present = set(discovery.files)
+        for row in ledger:
+            if row["source"] not in present and is_under(row["source"], discovery.roots):
+                plan.removed.append((row["doc_id"], row["source"]))
+    return plan

@@ -1,0 +1,53 @@
+"""The run report as Markdown (published as a Prefect artifact, printed by the CLI)."""
+
+from __future__ import annotations
+
+from propdex.pipeline.outcome import RunSummary
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(summary: RunSummary) -> str:
+    totals = summary.totals()
+    indexed = [d for d in summary.documents if d.status == "indexed"]
+    lines = [
+        f"# propdex ingest run `{summary.run_id}`",
+        "",
+        f"Database: `{summary.db}` · LLM backend: `{summary.llm}` · {summary.seconds:.1f} s",
+        "",
+        "| documents | count |",
+        "|---|---|",
+        f"| indexed | {len(indexed)} |",
+        f"| unchanged (skipped) | {len(summary.unchanged)} |",
+        f"| failed | {len(summary.failed)} |",
+        f"| removed from the index | {len(summary.removed)} |",
+        "",
+        "| totals | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {k.replace('_', ' ')} | {int(v)} |" for k, v in totals.items()]
+    if summary.stopped:
+        lines += ["", f"**Run stopped:** {_cell(summary.stopped)}"]
+    if not summary.wrote:
+        lines += ["", "Nothing changed: no LLM call, no embedding and no write were made."]
+    stages = summary.stage_seconds()
+    if stages:
+        lines += ["", "| stage | seconds |", "|---|---|"]
+        lines += [f"| {stage} | {seconds:.2f} |" for stage, seconds in stages.items()]
+    if summary.documents:
+        lines += [
+            "", "| source | status | reason | chunks | kept | rejected | LLM calls | tokens | error |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for d in summary.documents:
+            lines.append(
+                f"| {_cell(d.source)} | {d.status} | {_cell(d.reason)} | {d.chunks} | "
+                f"{d.propositions_kept} | {d.propositions_rejected} | {d.llm_calls} | "
+                f"{d.prompt_tokens + d.completion_tokens} | {_cell(d.error or '')} |"
+            )
+    for title, items in (("Removed sources", summary.removed), ("Not found", summary.missing)):
+        if items:
+            lines += ["", f"**{title}:**", ""] + [f"- {_cell(s)}" for s in items]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""Rows for the LanceDB tables, with the lineage every row carries."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import numpy as np
+
+from propdex.models import Chunk, ChunkPropositions, DocumentContext, ExtractedDocument, Usage
+from propdex.settings import Settings
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def chunk_rows(
+    doc: ExtractedDocument, chunks: list[Chunk], outcomes: list[ChunkPropositions],
+    vectors: np.ndarray, settings: Settings, run_id: str,
+) -> list[dict]:
+    errors = {o.chunk_id: o.error for o in outcomes}
+    return [
+        {
+            "chunk_id": c.chunk_id, "doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
+            "header": c.header, "section": c.section, "page_start": c.page_start,
+            "page_end": c.page_end, "char_start": c.char_start, "char_end": c.char_end,
+            "source": doc.source, "content_sha256": doc.content_sha256,
+            "embed_model": settings.embed_model_name, "prop_error": errors.get(c.chunk_id),
+            "run_id": run_id, "vector": vectors[i],
+        }
+        for i, c in enumerate(chunks)
+    ]
+
+
+def proposition_rows(
+    doc: ExtractedDocument, chunks: list[Chunk], outcomes: list[ChunkPropositions],
+    vectors: np.ndarray, settings: Settings, prompt_version: str, run_id: str,
+) -> list[dict]:
+    by_id = {c.chunk_id: c for c in chunks}
+    rows = []
+    for outcome in outcomes:
+        parent = by_id[outcome.chunk_id]
+        for p in outcome.propositions:
+            rows.append({
+                "prop_id": p.prop_id, "chunk_id": p.chunk_id, "doc_id": p.doc_id,
+                "ordinal": p.ordinal, "text": p.text,
+                "accuracy": p.scores.accuracy, "clarity": p.scores.clarity,
+                "completeness": p.scores.completeness, "conciseness": p.scores.conciseness,
+                "passed": p.passed, "page_start": parent.page_start, "page_end": parent.page_end,
+                "source": doc.source, "content_sha256": doc.content_sha256,
+                "llm_model": settings.model_for("propositions"), "prompt_version": prompt_version,
+                "embed_model": settings.embed_model_name, "run_id": run_id,
+                "vector": vectors[len(rows)],
+            })
+    return rows
+
+
+def document_row(
+    doc: ExtractedDocument, context: DocumentContext, chunks: list[Chunk],
+    outcomes: list[ChunkPropositions], settings: Settings, prompt_versions: dict[str, str],
+    fingerprint: str, run_id: str, usage: Usage,
+) -> dict:
+    propositions = [p for o in outcomes for p in o.propositions]
+    failures = [o for o in outcomes if o.error]
+    now = utc_now()
+    return {
+        "doc_id": doc.doc_id, "source": doc.source, "content_sha256": doc.content_sha256,
+        "kind": doc.kind, "text": doc.text, "title": context.title, "summary": context.summary,
+        "page_count": doc.page_count, "status": "indexed",
+        "error": f"{len(failures)} chunk(s) without propositions: {failures[0].error}" if failures else None,
+        "chunk_count": len(chunks), "proposition_count": len(propositions),
+        "passed_count": sum(p.passed for p in propositions), "chunk_failures": len(failures),
+        "llm_model": settings.model_for("propositions"), "embed_model": settings.embed_model_name,
+        "prompt_versions": json.dumps(prompt_versions, sort_keys=True),
+        "pipeline_version": fingerprint, "run_id": run_id, "last_run_id": run_id,
+        "ingested_at": now, "last_attempt_at": now, "llm_calls": usage.calls,
+        "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+        "ocr": doc.ocr,
+    }
+
+
+def failure_row(
+    source: str, doc_id: str, content_sha256: str, status: str, error: str,
+    fingerprint: str, run_id: str,
+) -> dict:
+    now = utc_now()
+    return {
+        "doc_id": doc_id, "source": source, "content_sha256": content_sha256, "status": status,
+        "error": error, "pipeline_version": fingerprint, "last_run_id": run_id,
+        "last_attempt_at": now,
+    }

@@ -1,0 +1,93 @@
+"""Per-document tasks: one task per stage per document; chunk-level LLM calls fan out inside.
+
+Retry and cache policy sit on each decorator. Cache keys are content-based (see
+tasks.policies): a re-run after a crash reuses every stage a document already finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+from prefect import task
+
+from propdex.chunking import chunk_document
+from propdex.extract import extract_document
+from propdex.models import Chunk, ChunkPropositions, DocumentContext, ExtractedDocument, Usage
+from propdex.pipeline.context import attach_headers, document_context
+from propdex.pipeline.embedding import embed_with_cache
+from propdex.pipeline.plan import WorkItem
+from propdex.pipeline.propositions import propositions_for_document
+from propdex.pipeline.timing import stage_timer
+from propdex.runtime import backend_for, cache_for, embedder_for, llm_pool
+from propdex.settings import Settings
+from tasks.policies import CACHE_DAYS, document_cache_key, retry_transient
+
+CACHED = dict(
+    cache_key_fn=document_cache_key,
+    cache_expiration=timedelta(days=CACHE_DAYS),
+    persist_result=True,
+)
+
+
+@dataclass
+class Propositions:
+    outcomes: list[ChunkPropositions]
+    usage: Usage  # LLM calls and tokens for the propositions and grading of this document
+
+
+@dataclass
+class Embeddings:
+    chunk_vectors: np.ndarray
+    prop_vectors: np.ndarray
+    computed: int  # texts actually embedded; the rest came from the cache
+
+
+@task(name="extract", retries=0, **CACHED)
+def extract(item: WorkItem, settings: Settings, fingerprint: str) -> ExtractedDocument:
+    # Bad input is permanent: no retries.
+    with stage_timer(item.doc_id, "extract"):
+        return extract_document(item.source, settings)
+
+
+@task(name="document-context", retries=2, retry_delay_seconds=[2, 10],
+      retry_condition_fn=retry_transient, **CACHED)
+def write_context(doc: ExtractedDocument, settings: Settings, fingerprint: str) -> DocumentContext:
+    with stage_timer(doc.doc_id, "context"):
+        return document_context(doc, backend_for(settings), cache_for(settings), settings)
+
+
+@task(name="chunk", retries=0, **CACHED)
+def split(doc: ExtractedDocument, context: DocumentContext, settings: Settings,
+          fingerprint: str) -> list[Chunk]:
+    with stage_timer(doc.doc_id, "chunk"):
+        return attach_headers(chunk_document(doc, settings), context)
+
+
+@task(name="propositions", retries=1, retry_delay_seconds=5,
+      retry_condition_fn=retry_transient, **CACHED)
+def propose(doc: ExtractedDocument, chunks: list[Chunk], context: DocumentContext,
+            settings: Settings, fingerprint: str) -> Propositions:
+    with stage_timer(doc.doc_id, "propositions"):
+        outcomes = propositions_for_document(
+            chunks, context, backend_for(settings), cache_for(settings), settings,
+            llm_pool(settings),
+        )
+    return Propositions(outcomes, sum((o.usage for o in outcomes), Usage()))
+
+
+@task(name="embed", retries=2, retry_delay_seconds=[2, 10],
+      retry_condition_fn=retry_transient, **CACHED)
+def embed(doc: ExtractedDocument, chunks: list[Chunk], propositions: Propositions,
+          settings: Settings, fingerprint: str) -> Embeddings:
+    embedder, cache = embedder_for(settings), cache_for(settings)
+    with stage_timer(doc.doc_id, "embed"):
+        chunk_vectors, computed_chunks = embed_with_cache(
+            [c.embed_text for c in chunks], embedder, cache, settings.embed_batch_size
+        )
+        prop_texts = [p.text for o in propositions.outcomes for p in o.propositions]
+        prop_vectors, computed_props = embed_with_cache(
+            prop_texts, embedder, cache, settings.embed_batch_size
+        )
+    return Embeddings(chunk_vectors, prop_vectors, computed_chunks + computed_props)

@@ -1,0 +1,101 @@
+"""Tasks that read or change the index as a whole: plan, commit, failures, prune, optimize."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+
+from propdex.models import ChunkPropositions, Usage
+from propdex.pipeline.outcome import DocumentOutcome, RunSummary
+from propdex.pipeline.plan import Plan, WorkItem, make_plan
+from propdex.pipeline.report import render_markdown
+from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
+from propdex.pipeline.timing import pop_stage_seconds
+from propdex.runtime import backend_for, embedder_for
+from propdex.settings import Settings
+from propdex.sources import discover
+from propdex.store import Index
+from tasks.documents import Embeddings, Propositions
+from tasks.policies import retry_transient
+
+
+def open_index(settings: Settings, *, create: bool = True) -> Index:
+    return Index.open(settings.db_uri, dim=embedder_for(settings).dim if create else None,
+                      create=create)
+
+
+@task(name="plan", retries=0)
+def plan_run(sources: list[str], settings: Settings, force: bool, prune: bool) -> Plan:
+    """Discover the sources and compare them with the ledger (content hash + fingerprint)."""
+    fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
+    ledger = Index.open(settings.db_uri, create=False).documents()
+    return make_plan(discover(sources), ledger, fingerprint, force=force, prune=prune)
+
+
+@task(name="sweep-uncommitted", retries=2, retry_condition_fn=retry_transient)
+def sweep(settings: Settings) -> int:
+    """Remove rows a crashed run appended but never committed (reads already ignore them)."""
+    return Index.open(settings.db_uri, create=False).sweep_uncommitted()
+
+
+@task(name="commit", retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_transient)
+def commit_document(
+    item: WorkItem, doc, context, chunks, propositions: Propositions, embeddings: Embeddings,
+    settings: Settings, fingerprint: str, run_id: str,
+) -> DocumentOutcome:
+    """Replace the document's rows atomically; the documents row is committed last."""
+    versions = backend_for(settings).prompt_versions()
+    outcomes: list[ChunkPropositions] = propositions.outcomes
+    usage: Usage = context.usage + propositions.usage
+    row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id, usage)
+    open_index(settings).replace_document(
+        row,
+        chunk_rows(doc, chunks, outcomes, embeddings.chunk_vectors, settings, run_id),
+        proposition_rows(doc, chunks, outcomes, embeddings.prop_vectors, settings,
+                         versions["propositions"], run_id),
+    )
+    kept = row["passed_count"]
+    return DocumentOutcome(
+        source=doc.source, doc_id=doc.doc_id, status="indexed", reason=item.reason,
+        error=row["error"], chunks=len(chunks), propositions_kept=kept,
+        propositions_rejected=row["proposition_count"] - kept,
+        chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
+        cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
+        stage_seconds=pop_stage_seconds(doc.doc_id),
+    )
+
+
+@task(name="record-failures", retries=2, retry_condition_fn=retry_transient)
+def record_failures(failures: list[DocumentOutcome], settings: Settings, fingerprint: str,
+                    run_id: str, hashes: dict[str, str]) -> None:
+    """Store each failure's status and reason; a previously indexed version stays searchable."""
+    index = open_index(settings)
+    for outcome in failures:
+        index.record_failure(failure_row(
+            outcome.source, outcome.doc_id, hashes.get(outcome.doc_id, ""), outcome.status,
+            outcome.error or "failed", fingerprint, run_id,
+        ))
+
+
+@task(name="prune", retries=2, retry_condition_fn=retry_transient)
+def prune(removed: list[tuple[str, str]], settings: Settings) -> list[str]:
+    """Sources that left the folders a run was given leave the index."""
+    if removed:
+        Index.open(settings.db_uri, create=False).delete_documents([d for d, _ in removed])
+    return [source for _, source in removed]
+
+
+@task(name="optimize-index", retries=1, retry_condition_fn=retry_transient)
+def optimize(settings: Settings) -> None:
+    """Refresh full-text indexes over new rows; build a vector index once tables are large."""
+    Index.open(settings.db_uri, create=False).optimize()
+
+
+@task(name="publish-report")
+def publish_report(summary: RunSummary) -> str:
+    markdown = render_markdown(summary)
+    create_markdown_artifact(
+        key="propdex-ingest-report", markdown=markdown, description="propdex ingest run report"
+    )
+    return markdown

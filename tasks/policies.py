@@ -1,0 +1,46 @@
+"""Cache keys and retry conditions shared by the tasks' decorators.
+
+Cache keys are content-based: a task's key is the document's content hash, its path,
+the database it feeds and the pipeline fingerprint, so a re-run after a crash or on an
+unchanged document reuses persisted results, and any change that alters outputs misses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from propdex.errors import ExtractionError, LLMConfigurationError, LLMOutputError, StorageError
+from propdex.settings import Settings
+
+CACHE_DAYS = 30
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).hexdigest()
+
+
+def document_cache_key(context, parameters: dict[str, Any]) -> str:
+    """Key for document-sized tasks: task name + document identity + settings fingerprint."""
+    settings: Settings = parameters["settings"]
+    document = parameters.get("doc") or parameters.get("item")
+    return _key(
+        context.task.name, document.doc_id, document.content_sha256, settings.db_uri,
+        parameters["fingerprint"],
+    )
+
+
+def _exception_of(state) -> BaseException | None:
+    try:
+        result = state.result(raise_on_failure=False)
+    except BaseException as exc:  # the state's own data could not be loaded
+        return exc
+    return result if isinstance(result, BaseException) else None
+
+
+def retry_transient(task, task_run, state) -> bool:
+    """Retry faults that may pass (network, a busy server, a locked file); never retry a
+    bad input, a bad key or model, or an answer that stayed invalid after its repair."""
+    exc = _exception_of(state)
+    permanent = (ExtractionError, LLMConfigurationError, LLMOutputError, StorageError, ValueError)
+    return exc is not None and not isinstance(exc, permanent)

@@ -1,0 +1,32 @@
+"""Test-wide environment: an isolated Prefect home, offline model loading, corpus access."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Set before anything imports prefect: a private PREFECT_HOME keeps the ephemeral API's
+# database and persisted task results out of the user's ~/.prefect.
+_PREFECT_HOME = tempfile.mkdtemp(prefix="propdex-tests-prefect-")
+os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for name in list(os.environ):
+    # A developer's own LLM configuration must not leak into the tests.
+    if name.startswith("PROPDEX_"):
+        del os.environ[name]
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+@pytest.fixture
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"reference corpus not found at {CORPUS} (only present beside the dev checkout)")
+    return CORPUS

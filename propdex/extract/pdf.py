@@ -1,0 +1,301 @@
+"""PDF extraction with PyMuPDF: normalised text per page, exact page spans, outline sections.
+
+Every PyMuPDF failure becomes an ``ExtractionError`` subclass with a short reason; no raw
+PyMuPDF exception leaves this module.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+
+from propdex.errors import (
+    DocumentTooLargeError,
+    EncryptedDocumentError,
+    ExtractionError,
+    NoTextLayerError,
+)
+from propdex.extract.normalise import expand_ligatures, non_space_length, normalise_pdf_text
+from propdex.models import PageSpan, SectionHint
+from propdex.settings import Settings
+
+PAGE_SEPARATOR = "\n\n"
+
+# Leaving out TEXT_PRESERVE_LIGATURES makes MuPDF expand ligatures (and Arabic presentation
+# forms) itself; leaving out TEXT_PRESERVE_WHITESPACE maps tabs and odd spaces to spaces.
+# TEXT_DEHYPHENATE is not used: it joins "Human-\nAI" into "HumanAI" and "2019-\n2020" into
+# "20192020"; normalise.dehyphenate only drops the hyphen before a lower-case continuation.
+TEXT_FLAGS = pymupdf.TEXT_MEDIABOX_CLIP | pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
+
+# Below this many non-whitespace characters in the whole document there is no usable text
+# layer (page numbers or a stray header on a scan).
+MIN_TEXT_CHARS = 20
+OCR_LANGUAGE = "eng"
+
+# PyMuPDF shares one MuPDF context per process and is not thread-safe, while the pipeline
+# extracts documents from worker threads; whoever else calls PyMuPDF should hold this lock.
+PYMUPDF_LOCK = threading.RLock()
+
+_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"GIF8", "GIF"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"PK\x03\x04", "ZIP"),
+    (b"\xd0\xcf\x11\xe0", "OLE (old Office)"),
+    (b"{\\rtf", "RTF"),
+    (b"%!PS", "PostScript"),
+)
+_HEADER_WINDOW = 1024  # the PDF spec tolerates bytes before %PDF- within the first 1 KB
+_EOF_WINDOW = 4096
+
+_FILE_NAME_TITLE = re.compile(
+    r"^(microsoft (word|powerpoint|excel) - )|\.(pdf|docx?|pptx?|xlsx?|odt|rtf|txt|tex|dvi|indd)$",
+    re.IGNORECASE,
+)
+# "3", "3.2", "A.1", "IV." before a heading title, followed by spaces or on a line of its own.
+_HEADING_NUMBER = r"(?:(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)+|[A-Z]|[IVX]+)\.?(?:[^\S\n]+|[^\S\n]*\n))?"
+_PLACEHOLDER_TITLES = {"untitled", "untitled document", "title", "unknown", "none", "document"}
+
+
+@dataclass
+class PdfContent:
+    text: str
+    pages: list[PageSpan]
+    title_hint: str | None
+    sections: list[SectionHint]
+    page_count: int
+    ocr: bool
+
+
+def extract_pdf(path: Path, source: str, settings: Settings) -> PdfContent:
+    """Normalised text, page spans, title hint, outline sections and OCR flag of one PDF."""
+    _check_signature(path, source)
+    with PYMUPDF_LOCK:
+        doc = _open(path, source, settings)
+        try:
+            return _read(doc, path, source)
+        finally:
+            doc.close()
+
+
+def _check_signature(path: Path, source: str) -> None:
+    with open(path, "rb") as fh:
+        head = fh.read(_HEADER_WINDOW)
+    if b"%PDF-" in head:
+        return
+    for signature, name in _SIGNATURES:
+        if head.startswith(signature):
+            raise ExtractionError(source, f"not a PDF (starts with {name} signature)")
+    try:
+        # Incremental: the 1 KB window may end inside a multi-byte character.
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        is_text = b"\x00" not in head
+    except UnicodeDecodeError:
+        is_text = False
+    raise ExtractionError(
+        source, "not a PDF (plain text content)" if is_text else "not a PDF (no %PDF header)"
+    )
+
+
+def _pymupdf_reason(exc: Exception, path: Path) -> str:
+    # PyMuPDF quotes the file path in its messages; the status already names the source.
+    message = str(exc).replace(f"'{path}'", "").replace(str(path), "")
+    return " ".join(message.split()) or type(exc).__name__
+
+
+def _open(path: Path, source: str, settings: Settings) -> pymupdf.Document:
+    try:
+        # filetype="pdf": without it PyMuPDF sniffs the content and opens images as documents.
+        doc = pymupdf.open(path, filetype="pdf")
+    except Exception as exc:  # PyMuPDF raises FileDataError, RuntimeError and MuPDF errors
+        raise ExtractionError(source, f"corrupt PDF: {_pymupdf_reason(exc, path)}") from None
+    try:
+        _check_opened(doc, path, source, settings)
+    except BaseException:
+        doc.close()
+        raise
+    return doc
+
+
+def _check_opened(doc: pymupdf.Document, path: Path, source: str, settings: Settings) -> None:
+    if doc.needs_pass:
+        password = settings.pdf_password.get_secret_value() if settings.pdf_password else None
+        if not password:
+            raise EncryptedDocumentError(source, "encrypted: password required")
+        if not doc.authenticate(password):
+            raise EncryptedDocumentError(source, "encrypted: wrong password")
+    if doc.is_repaired and not _has_eof_marker(path):
+        # MuPDF rebuilt the cross-reference table of a file cut short: whatever it recovered
+        # is missing the end of the document, so indexing it would cite partial content.
+        raise ExtractionError(source, "truncated PDF (no %%EOF marker, xref had to be rebuilt)")
+    if doc.page_count == 0:
+        raise ExtractionError(source, "corrupt PDF: no pages")
+    if doc.page_count > settings.max_pages:
+        raise DocumentTooLargeError(
+            source, f"too large: {doc.page_count} pages > max_pages {settings.max_pages}"
+        )
+
+
+def _has_eof_marker(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - _EOF_WINDOW))
+        return b"%%EOF" in fh.read()
+
+
+def _read(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
+    page_texts: list[str] = []
+    title = _metadata_title(doc)
+    for index in range(doc.page_count):
+        try:
+            page = doc.load_page(index)
+            if index == 0 and title is None:
+                # One text page serves both the text and the font sizes for the title.
+                textpage = page.get_textpage(flags=TEXT_FLAGS)
+                raw = textpage.extractText()
+                title = _first_page_title(textpage.extractDICT())
+            else:
+                raw = page.get_text("text", flags=TEXT_FLAGS)
+        except Exception as exc:  # a damaged page object or content stream
+            reason = _pymupdf_reason(exc, path)
+            raise ExtractionError(source, f"corrupt PDF: page {index + 1}: {reason}") from None
+        page_texts.append(normalise_pdf_text(raw))
+
+    ocr = False
+    if sum(non_space_length(t) for t in page_texts) < MIN_TEXT_CHARS:
+        if not tesseract_available():
+            raise NoTextLayerError(source, "no text layer")
+        page_texts = _ocr_pages(doc, path, source)
+        ocr = True
+        if sum(non_space_length(t) for t in page_texts) < MIN_TEXT_CHARS:
+            raise NoTextLayerError(source, "no text layer (OCR found no text)")
+
+    text, pages = join_pages(page_texts)
+    sections = _toc_sections(doc, text, pages)
+    return PdfContent(text, pages, title, sections, doc.page_count, ocr)
+
+
+def join_pages(page_texts: list[str]) -> tuple[str, list[PageSpan]]:
+    """Join page texts with PAGE_SEPARATOR; each span slices exactly its page's text."""
+    pages: list[PageSpan] = []
+    offset = 0
+    for number, page_text in enumerate(page_texts, start=1):
+        pages.append(PageSpan(page=number, start=offset, end=offset + len(page_text)))
+        offset += len(page_text) + len(PAGE_SEPARATOR)
+    return PAGE_SEPARATOR.join(page_texts), pages
+
+
+@functools.cache
+def tesseract_available() -> bool:
+    """Whether PyMuPDF can OCR: its built-in Tesseract needs the English language data, found
+    through TESSDATA_PREFIX or an installed tesseract (looked up once per process)."""
+    try:
+        tessdata = pymupdf.get_tessdata()
+    except Exception:  # RuntimeError when neither TESSDATA_PREFIX nor tesseract is found
+        return False
+    return (Path(tessdata) / f"{OCR_LANGUAGE}.traineddata").is_file()
+
+
+def _ocr_pages(doc: pymupdf.Document, path: Path, source: str) -> list[str]:
+    # Every page, not only the empty ones: a scan often carries a stamped page number or
+    # header as real text, which is exactly the "tiny text" that sent us here.
+    page_texts = []
+    for index in range(doc.page_count):
+        try:
+            textpage = doc.load_page(index).get_textpage_ocr(
+                flags=TEXT_FLAGS, language=OCR_LANGUAGE, dpi=300, full=True
+            )
+            page_texts.append(normalise_pdf_text(textpage.extractText()))
+        except Exception as exc:
+            reason = _pymupdf_reason(exc, path)
+            raise ExtractionError(source, f"OCR failed: page {index + 1}: {reason}") from None
+    return page_texts
+
+
+def _metadata_title(doc: pymupdf.Document) -> str | None:
+    title = " ".join(((doc.metadata or {}).get("title") or "").split())
+    if not title or len(title) > 300 or not any(c.isalpha() for c in title):
+        return None
+    if title.lower() in _PLACEHOLDER_TITLES or _FILE_NAME_TITLE.search(title):
+        return None
+    return expand_ligatures(title)
+
+
+def _first_page_title(page_dict: dict) -> str | None:
+    """The run of lines set in the page's largest font, when that font stands out from the
+    body text (papers and reports without a metadata title put theirs there)."""
+    lines: list[tuple[float, str]] = []
+    for block in page_dict.get("blocks", []):
+        for line in block.get("lines", []):
+            if line["dir"] != (1.0, 0.0):  # skip rotated margin text such as arXiv stamps
+                continue
+            spans = [s for s in line["spans"] if s["text"].strip()]
+            if spans:
+                lines.append((max(s["size"] for s in spans), "".join(s["text"] for s in spans)))
+    if not lines:
+        return None
+    weight: dict[float, int] = {}
+    for size, text in lines:
+        weight[round(size)] = weight.get(round(size), 0) + len(text)
+    body_size = max(weight, key=weight.__getitem__)
+    largest = max(size for size, _ in lines)
+    # A cover page holds nothing but display type, so a large absolute size also counts.
+    if largest < body_size * 1.2 and largest < 20:
+        return None
+    picked: list[str] = []
+    for size, text in lines:
+        if abs(size - largest) <= 0.5:
+            picked.append(text)
+        elif picked:
+            break
+    title = " ".join(" ".join(picked).split())
+    if len(title) > 200 or not any(c.isalpha() for c in title):
+        return None
+    return expand_ligatures(title)
+
+
+def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan]) -> list[SectionHint]:
+    try:
+        outline = doc.get_toc(simple=True)
+    except Exception:  # a damaged outline costs the sections, not the document
+        return []
+    sections: list[SectionHint] = []
+    previous = 0
+    for level, raw_title, page_number in outline:
+        title = " ".join(expand_ligatures(raw_title).split())
+        if not title or not 1 <= page_number <= len(pages):
+            continue  # outline entries pointing nowhere carry no position
+        span = pages[page_number - 1]
+        # Outline entries come in reading order: on a shared page, search after the last one.
+        start = previous if span.start <= previous <= span.end else span.start
+        previous = _find_heading(text, title, start, pages[page_number - 1 : page_number + 2])
+        sections.append(SectionHint(title=title, level=level, char_start=previous))
+    sections.sort(key=lambda s: s.char_start)  # stable: equal offsets keep outline order
+    return sections
+
+
+def _find_heading(text: str, title: str, start: int, pages: list[PageSpan]) -> int:
+    """Offset of the line holding just ``title`` (case and spacing aside, a number such as
+    "3.2" allowed before it): on the outline's page from ``start``, else on one of the next
+    pages (LaTeX outlines often point to the page before the heading); ``start`` when no such
+    line exists.
+
+    The title inside running text does not count: chunks are cut at section starts, and a
+    start in mid-sentence would cut that sentence. The offset is the line start, number
+    included, so a chunk beginning with "3.2 Title" belongs to that section."""
+    words = r"(?i:" + r"\s*".join(re.escape(w) for w in title.split()) + ")"
+    heading_line = re.compile(
+        r"(?:^|(?<=\n))[^\S\n]*" + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
+    )
+    match = heading_line.search(text, start, pages[0].end)
+    for later in pages[1:]:
+        match = match or heading_line.search(text, later.start, later.end)
+    return match.start() if match else start

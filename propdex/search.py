@@ -1,0 +1,235 @@
+"""Search the index: propositions expanded to their parent chunks, chunks, or both.
+
+Scores are "higher is better" in every mode: cosine similarity (1 - cosine distance) for
+vector search, the BM25 score for full-text search, and for hybrid search the reciprocal
+rank fusion (k = 60) of the vector and full-text rankings. Proposition hits are grouped by
+parent chunk, each parent scored by its best proposition (Dense X Retrieval's
+passage-level scoring). Only live rows count: a row whose (doc_id, run_id) is not the
+documents row's committed run is an old or unfinished version and is skipped.
+
+This module reads LanceDB only; it must not import Prefect (search starts in a second).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from propdex.store import predicates as p
+from propdex.store.index import Index
+from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS
+
+Level = Literal["propositions", "chunks", "both"]
+Mode = Literal["vector", "fts", "hybrid"]
+
+RRF_K = 60
+# Rows fetched per wanted result before filtering and grouping; grown 4x while too few
+# live results (or distinct parents) come back and the ranking is not exhausted.
+_OVERFETCH = {PROPOSITIONS: 10, CHUNKS: 3}
+_MIN_DEPTH = 50
+
+_CHUNK_COLUMNS = ["chunk_id", "doc_id", "run_id", "text", "header", "section", "page_start",
+                  "page_end", "char_start", "char_end"]
+_PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end"]
+
+
+@dataclass
+class SearchResult:
+    text: str  # the best proposition for proposition hits, the chunk text for chunk hits
+    score: float
+    level: Literal["proposition", "chunk"]
+    doc_id: str
+    chunk_id: str
+    prop_id: str | None
+    chunk_text: str | None  # the parent chunk's text (None only if the parent is missing)
+    header: str | None
+    section: str | None
+    title: str | None
+    source: str | None
+    page_start: int | None
+    page_end: int | None
+    char_start: int | None
+    char_end: int | None
+    propositions: list[dict] = field(default_factory=list)  # {prop_id, text, score}, best first
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Ranked:
+    rows: list[dict]  # live rows, best first, each with "score"
+    exhausted: bool  # the store had no more rows to give
+
+
+def search(
+    index: Index,
+    query: str,
+    query_vector: np.ndarray | None,
+    *,
+    level: Level = "propositions",
+    mode: Mode = "vector",
+    k: int = 5,
+    doc_ids: list[str] | None = None,
+    source_glob: str | None = None,
+) -> list[SearchResult]:
+    """The top ``k`` results for ``query``; [] when the index is empty or does not exist."""
+    if level not in ("propositions", "chunks", "both"):
+        raise ValueError(f"unknown level {level!r}")
+    if mode not in ("vector", "fts", "hybrid"):
+        raise ValueError(f"unknown mode {mode!r}")
+    if mode != "fts" and query_vector is None:
+        raise ValueError(f"{mode} search needs a query vector")
+    if k < 1:
+        return []
+
+    rows = index.read(DOCUMENTS, ["doc_id", "run_id", "title", "source"])
+    documents = {d["doc_id"]: d for d in rows}
+    live = {doc_id: d["run_id"] for doc_id, d in documents.items() if d["run_id"] is not None}
+    allowed = _allowed_documents(documents, live, doc_ids, source_glob)
+    if not live or allowed == []:
+        return []
+    scope = p.in_list("doc_id", allowed) if allowed is not None else ""
+
+    results: list[SearchResult] = []
+    if level in ("propositions", "both"):
+        where = p.all_of("passed = true", scope) if scope else "passed = true"
+        results += _proposition_results(index, query, query_vector, mode, k, where, live, documents)
+    if level in ("chunks", "both"):
+        results += _chunk_results(index, query, query_vector, mode, k, scope or None, live,
+                                  documents)
+    return _best_per_chunk(results)[:k]
+
+
+def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
+                       doc_ids: list[str] | None, source_glob: str | None) -> list[str] | None:
+    """The live documents the filters let through, or None when there is no filter.
+    The glob is matched here in Python, never turned into a predicate."""
+    if doc_ids is None and source_glob is None:
+        return None
+    wanted = set(doc_ids) if doc_ids is not None else None
+    return sorted(
+        doc_id for doc_id in live
+        if (wanted is None or doc_id in wanted)
+        and (source_glob is None
+             or fnmatch.fnmatchcase(documents[doc_id]["source"] or "", source_glob))
+    )
+
+
+def _ranked(index: Index, table: str, query: str, vector: np.ndarray | None, mode: Mode,
+            depth: int, columns: list[str], where: str | None, live: dict[str, str]) -> _Ranked:
+    key = "prop_id" if table == PROPOSITIONS else "chunk_id"
+
+    def is_live(row: dict) -> bool:
+        return live.get(row["doc_id"]) == row["run_id"]
+
+    vector_rows: list[dict] = []
+    text_rows: list[dict] = []
+    if mode in ("vector", "hybrid"):
+        vector_rows = index.vector_search(table, vector, limit=depth, columns=columns, where=where)
+        for row in vector_rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+    if mode in ("fts", "hybrid"):
+        text_rows = index.text_search(table, query, limit=depth, columns=columns, where=where)
+        for row in text_rows:
+            row["score"] = float(row.pop("_score"))
+    exhausted = len(vector_rows) < depth and len(text_rows) < depth
+    if mode == "vector":
+        return _Ranked([r for r in vector_rows if is_live(r)], exhausted)
+    if mode == "fts":
+        return _Ranked([r for r in text_rows if is_live(r)], exhausted)
+    return _Ranked(reciprocal_rank_fusion(
+        [[r for r in vector_rows if is_live(r)], [r for r in text_rows if is_live(r)]],
+        key=lambda r: r[key],
+    ), exhausted)
+
+
+def reciprocal_rank_fusion(rankings: list[list[dict]], key: Callable[[dict], str],
+                           k: int = RRF_K) -> list[dict]:
+    """Fuse rankings (each best first): score = sum of 1 / (k + rank), rank from 1.
+    Returns one row per key, best first, with "score" set to the fused score."""
+    fused: dict[str, float] = {}
+    first_seen: dict[str, dict] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking, start=1):
+            row_key = key(row)
+            fused[row_key] = fused.get(row_key, 0.0) + 1.0 / (k + rank)
+            first_seen.setdefault(row_key, row)
+    ordered = sorted(fused, key=lambda rk: -fused[rk])
+    return [{**first_seen[rk], "score": fused[rk]} for rk in ordered]
+
+
+def _fetch_groups(index: Index, table: str, query: str, vector: np.ndarray | None, mode: Mode,
+                  k: int, columns: list[str], where: str | None, live: dict[str, str],
+                  ) -> dict[str, list[dict]]:
+    """Live rows grouped by chunk_id (groups in order of their best row), at least ``k``
+    groups unless the store runs out."""
+    depth = max(k * _OVERFETCH[table], _MIN_DEPTH)
+    while True:
+        ranked = _ranked(index, table, query, vector, mode, depth, columns, where, live)
+        groups: dict[str, list[dict]] = {}
+        for row in ranked.rows:
+            groups.setdefault(row["chunk_id"], []).append(row)
+        if len(groups) >= k or ranked.exhausted:
+            return dict(list(groups.items())[:k])
+        depth *= 4
+
+
+def _proposition_results(index: Index, query: str, vector: np.ndarray | None, mode: Mode, k: int,
+                         where: str, live: dict[str, str], documents: dict[str, dict],
+                         ) -> list[SearchResult]:
+    groups = _fetch_groups(index, PROPOSITIONS, query, vector, mode, k, _PROP_COLUMNS, where, live)
+    parents = _live_chunks(index, list(groups), live)
+    results = []
+    for chunk_id, props in groups.items():
+        best, parent, doc = props[0], parents.get(chunk_id, {}), documents[props[0]["doc_id"]]
+        results.append(SearchResult(
+            text=best["text"], score=best["score"], level="proposition", doc_id=best["doc_id"],
+            chunk_id=chunk_id, prop_id=best["prop_id"], chunk_text=parent.get("text"),
+            header=parent.get("header"), section=parent.get("section"), title=doc["title"],
+            source=doc["source"], page_start=best["page_start"], page_end=best["page_end"],
+            char_start=parent.get("char_start"), char_end=parent.get("char_end"),
+            propositions=[{"prop_id": r["prop_id"], "text": r["text"], "score": r["score"]}
+                          for r in props],
+        ))
+    return results
+
+
+def _live_chunks(index: Index, chunk_ids: list[str], live: dict[str, str]) -> dict[str, dict]:
+    if not chunk_ids:
+        return {}
+    rows = index.read(CHUNKS, _CHUNK_COLUMNS, p.in_list("chunk_id", chunk_ids))
+    return {r["chunk_id"]: r for r in rows if live.get(r["doc_id"]) == r["run_id"]}
+
+
+def _chunk_results(index: Index, query: str, vector: np.ndarray | None, mode: Mode, k: int,
+                   where: str | None, live: dict[str, str], documents: dict[str, dict],
+                   ) -> list[SearchResult]:
+    groups = _fetch_groups(index, CHUNKS, query, vector, mode, k, _CHUNK_COLUMNS, where, live)
+    results = []
+    for chunk_id, (row, *_) in groups.items():
+        doc = documents[row["doc_id"]]
+        results.append(SearchResult(
+            text=row["text"], score=row["score"], level="chunk", doc_id=row["doc_id"],
+            chunk_id=chunk_id, prop_id=None, chunk_text=row["text"], header=row["header"],
+            section=row["section"], title=doc["title"], source=doc["source"],
+            page_start=row["page_start"], page_end=row["page_end"],
+            char_start=row["char_start"], char_end=row["char_end"],
+        ))
+    return results
+
+
+def _best_per_chunk(results: list[SearchResult]) -> list[SearchResult]:
+    """Best first, one result per chunk (a chunk hit and a proposition hit of the same
+    chunk keep the higher-scored one)."""
+    seen: set[str] = set()
+    unique = []
+    for result in sorted(results, key=lambda r: -r.score):
+        if result.chunk_id not in seen:
+            seen.add(result.chunk_id)
+            unique.append(result)
+    return unique

@@ -1,0 +1,25 @@
+"""LanceDB storage: the documents, chunks and propositions tables and their upkeep."""
+
+from propdex.store.index import (
+    ATTEMPT_COLUMNS,
+    FAILURE_COLUMNS,
+    VECTOR_INDEX_THRESHOLD,
+    Index,
+    Replacement,
+)
+from propdex.store.predicates import in_list, sql_string
+from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS, TABLES
+
+__all__ = [
+    "ATTEMPT_COLUMNS",
+    "CHUNKS",
+    "DOCUMENTS",
+    "FAILURE_COLUMNS",
+    "Index",
+    "PROPOSITIONS",
+    "Replacement",
+    "TABLES",
+    "VECTOR_INDEX_THRESHOLD",
+    "in_list",
+    "sql_string",
+]

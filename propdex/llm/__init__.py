@@ -1,0 +1,1 @@
+"""Language-model backends: the offline rules and any OpenAI-compatible server."""

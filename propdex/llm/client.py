@@ -1,0 +1,441 @@
+"""The one wrapper over the ``openai`` package: JSON answers, validation, repair and retries.
+
+One retry layer: the openai client's own retries are off (``max_retries=0``) and tenacity
+retries transient failures (429 honouring Retry-After, 5xx, 408/409, timeouts, connection
+errors) with capped exponential backoff and full jitter. Errors that no retry can fix (400,
+401, 403, 404, 422) raise ``LLMConfigurationError`` at once so the run stops on the first
+one. Invalid answers get exactly one repair round; after that ``LLMOutputError``. Scores are
+never made up.
+
+Secrets: the API key goes to the openai client and is otherwise kept only to scrub it from
+every message this module builds (with anything else shaped like an OpenAI key); openai's
+exceptions are not chained (``from None``) so a server echoing the key cannot leak it
+through a traceback either.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from functools import cache
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+from pydantic import BaseModel, SecretStr, ValidationError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_random_exponential
+
+from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
+from propdex.llm.limits import RequestLimiter, limiter_for
+from propdex.llm.schemas import strict_json_schema
+from propdex.models import Usage
+from propdex.settings import Settings
+
+log = logging.getLogger("propdex.llm")
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+# Sent when no key is configured: local servers (vLLM, Ollama, llama.cpp) ignore it, and the
+# openai client refuses to start without one.
+NO_KEY = "no-key"
+# Statuses where the request itself is wrong: retrying cannot help.
+CONFIGURATION_STATUSES = {400, 401, 403, 404, 422}
+TRANSIENT_STATUSES = {408, 409, 429}
+# The first backoff is about this long (full jitter: a random wait up to it), then doubles.
+BACKOFF_BASE_SECONDS = 0.5
+# How much of an invalid answer is sent back in the repair request.
+REPAIR_ECHO_CHARS = 2000
+
+
+class UnreadableResponse(Exception):
+    """The server answered 200 with a body that is not JSON (e.g. a proxy's HTML page)."""
+
+
+class InvalidAnswer(Exception):
+    """An answer that cannot be used; ``reason`` is short enough for a status column."""
+
+    def __init__(self, reason: str, content: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.content = content
+
+
+# --------------------------------------------------------------------------- secrets, URLs
+
+
+def api_key_value(key: SecretStr | None) -> str:
+    """The key to hand to the openai client: the setting, else OPENAI_API_KEY, else a dummy."""
+    if key is not None:
+        return key.get_secret_value()
+    return os.environ.get("OPENAI_API_KEY") or NO_KEY
+
+
+def display_url(url: str) -> str:
+    """``url`` without user:password, for messages."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-*]{6,}")
+
+
+def scrub(text: str, secret: str) -> str:
+    """``text`` with the secret and anything shaped like an API key masked."""
+    if secret and secret != NO_KEY:
+        text = text.replace(secret, "***")
+    return _KEY_LIKE.sub(lambda m: f"{m.group(1)}-***", text)
+
+
+def make_openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    # One client per backend, shared by every thread: the sync client is thread-safe and
+    # pools connections.
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def retry_after_seconds(error: BaseException | None) -> float | None:
+    """The server's requested wait from Retry-After / retry-after-ms headers, if any."""
+    response = getattr(error, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # the HTTP-date form
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def is_transient(error: BaseException) -> bool:
+    if isinstance(error, (openai.APIConnectionError, UnreadableResponse)):  # incl. timeouts
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in TRANSIENT_STATUSES or error.status_code >= 500
+    return False
+
+
+def retry_wait(backoff_max: float) -> Callable[[RetryCallState], float]:
+    """Retry-After when the server sent one, else capped exponential backoff with jitter."""
+    backoff = wait_random_exponential(multiplier=BACKOFF_BASE_SECONDS, max=backoff_max)
+
+    def wait(state: RetryCallState) -> float:
+        hinted = retry_after_seconds(state.outcome.exception() if state.outcome else None)
+        if hinted is not None:
+            return min(hinted, backoff_max)
+        return backoff(state)
+
+    return wait
+
+
+def read_response(call: Callable[[], T]) -> T:
+    """``call()``, with the SDK's JSON error on a garbled body turned into a retryable one."""
+    try:
+        return call()
+    except json.JSONDecodeError:
+        raise UnreadableResponse() from None
+
+
+def describe_failure(error: BaseException, timeout: float) -> str:
+    if isinstance(error, openai.APITimeoutError):
+        return f"timed out after {timeout:g} s"
+    if isinstance(error, openai.APIConnectionError):
+        return "could not connect"
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {server_message(error)}"
+    if isinstance(error, UnreadableResponse):
+        return "the response body is not JSON"
+    return type(error).__name__
+
+
+def server_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if message:
+            return str(message)[:300]
+    return (error.response.text or error.response.reason_phrase or "")[:300]
+
+
+def configuration_hint(status: int) -> str:
+    if status in (401, 403):
+        return "check PROPDEX_LLM_API_KEY"
+    if status == 404:
+        return "check the model name and that the base URL ends in /v1"
+    return "the server rejected the request format; check the model and llm_json_schema"
+
+
+def call_with_retries(
+    send: Callable[[], T],
+    *,
+    what: str,
+    model: str,
+    base_url: str,
+    secret: str,
+    max_attempts: int,
+    backoff_max: float,
+    timeout: float,
+) -> T:
+    """``send()`` with the retry policy; openai errors become propdex errors."""
+
+    def log_retry(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        reason = describe_failure(error, timeout) if error else "?"
+        log.warning(
+            "%s: attempt %d failed (%s); retrying in %.2f s",
+            what,
+            state.attempt_number,
+            scrub(reason, secret),
+            state.next_action.sleep if state.next_action else 0.0,
+        )
+
+    retrying = Retrying(
+        stop=stop_after_attempt(max_attempts),
+        wait=retry_wait(backoff_max),
+        retry=retry_if_exception(is_transient),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    try:
+        return retrying(send)
+    except openai.APIStatusError as error:
+        if error.status_code in CONFIGURATION_STATUSES:
+            message = (
+                f"LLM server {display_url(base_url)} refused {what} for model {model!r} "
+                f"with HTTP {error.status_code}: {server_message(error)} "
+                f"({configuration_hint(error.status_code)})"
+            )
+            raise LLMConfigurationError(scrub(message, secret)) from None
+        attempts = retrying.statistics.get("attempt_number", 1)
+        reason = describe_failure(error, timeout)
+        message = f"{what} failed after {attempts} attempts: {reason}"
+        raise LLMError(scrub(message, secret)) from None
+    except (openai.APIConnectionError, UnreadableResponse) as error:
+        attempts = retrying.statistics.get("attempt_number", 1)
+        reason = describe_failure(error, timeout)
+        message = f"{what} failed after {attempts} attempts: {reason} ({display_url(base_url)})"
+        raise LLMError(scrub(message, secret)) from None
+    except openai.OpenAIError as error:  # e.g. a response body the SDK cannot read
+        message = f"{what} failed: {type(error).__name__}: {str(error)[:300]}"
+        raise LLMError(scrub(message, secret)) from None
+
+
+# --------------------------------------------------------------------------- JSON answers
+
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+
+
+def outermost_json(text: str) -> str:
+    """The span from the first '{' or '[' to the last matching closer, else the text."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return text
+    start = min(starts)
+    end = text.rfind("}" if text[start] == "{" else "]")
+    return text[start : end + 1] if end > start else text[start:]
+
+
+def parse_json_answer(text: str) -> Any:
+    """Parse a model's JSON answer tolerantly: code fences, prose around the JSON and
+    trailing commas are accepted; truncated JSON is not (it raises ValueError)."""
+    fenced = _FENCE.match(text)
+    candidate = outermost_json(fenced.group(1) if fenced else text).strip()
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return json.loads(_TRAILING_COMMA.sub(r"\1", candidate))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not valid JSON ({error.msg} at char {error.pos})") from None
+
+
+def validation_reason(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item["loc"]) or "answer"
+        parts.append(f"{where}: {item['msg']}")
+    more = error.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def wrap_bare_list(data: Any, schema_model: type[BaseModel]) -> Any:
+    """A bare JSON list where the model has a single list field is taken as that field."""
+    fields = list(schema_model.model_fields)
+    if isinstance(data, list) and len(fields) == 1:
+        return {fields[0]: data}
+    return data
+
+
+def usage_of(completion: Any) -> Usage:
+    usage = getattr(completion, "usage", None)
+    return Usage(
+        calls=1,
+        prompt_tokens=(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0,
+        completion_tokens=(getattr(usage, "completion_tokens", 0) or 0) if usage else 0,
+    )
+
+
+def repair_request(reason: str) -> str:
+    return (
+        f"Your previous answer could not be used: {reason}. "
+        "Reply again with only the corrected JSON object, in the format asked for above."
+    )
+
+
+@cache
+def response_format(name: str, schema_model: type[BaseModel]) -> dict[str, Any]:
+    """The structured-output request field; cached, as building a schema costs a little CPU
+    on every call (treat the result as read-only)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": name, "schema": strict_json_schema(schema_model), "strict": True},
+    }
+
+
+class LLMClient:
+    """Chat completions returning validated pydantic objects; thread-safe.
+
+    Every error raised by ``chat_json`` carries ``.usage``: the tokens of the responses that
+    did arrive before it (the pipeline counts them against the document).
+    """
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.base_url = (settings.llm_base_url or OPENAI_BASE_URL).rstrip("/")
+        self._secret = api_key_value(settings.llm_api_key)
+        self._client = make_openai_client(self.base_url, self._secret, settings.llm_timeout)
+        self.limiter: RequestLimiter = limiter_for(
+            self.base_url, settings.llm_concurrency, settings.llm_rpm
+        )
+
+    def __repr__(self) -> str:
+        return f"LLMClient(base_url={display_url(self.base_url)!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def chat_json(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        schema_model: type[M],
+        *,
+        step: str,
+        context: dict[str, Any] | None = None,
+    ) -> tuple[M, Usage]:
+        """Ask for JSON matching ``schema_model``; one repair round on an invalid answer."""
+        usage = Usage()
+        try:
+            completion = self._complete(model, messages, schema_model, step)
+            usage += usage_of(completion)
+            try:
+                return self._answer(completion, schema_model, context), usage
+            except InvalidAnswer as first:
+                log.info("%s: invalid answer (%s); asking once for a repair", step, first.reason)
+                echo = first.content[:REPAIR_ECHO_CHARS] or "(empty answer)"
+                repair = [
+                    *messages,
+                    {"role": "assistant", "content": echo},
+                    {"role": "user", "content": repair_request(first.reason)},
+                ]
+            completion = self._complete(model, repair, schema_model, step)
+            usage += usage_of(completion)
+            try:
+                return self._answer(completion, schema_model, context), usage
+            except InvalidAnswer as second:
+                raise LLMOutputError(
+                    f"{step}: invalid answer after one repair: {second.reason}"
+                ) from None
+        except LLMError as error:
+            error.usage = usage  # type: ignore[attr-defined]
+            raise
+
+    def _complete(
+        self, model: str, messages: list[dict[str, str]], schema_model: type[BaseModel], step: str
+    ) -> Any:
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": self.settings.llm_temperature,
+        }
+        if self.settings.llm_json_schema:
+            request["response_format"] = response_format(step, schema_model)
+
+        def send() -> Any:
+            with self.limiter.slot():
+                return read_response(lambda: self._client.chat.completions.create(**request))
+
+        return call_with_retries(
+            send,
+            what=f"{step} request",
+            model=model,
+            base_url=self.base_url,
+            secret=self._secret,
+            max_attempts=self.settings.llm_max_attempts,
+            backoff_max=self.settings.llm_backoff_max,
+            timeout=self.settings.llm_timeout,
+        )
+
+    def _answer(
+        self, completion: Any, schema_model: type[M], context: dict[str, Any] | None
+    ) -> M:
+        """The validated answer of a completion, or InvalidAnswer saying why not."""
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            raise InvalidAnswer("the response has no choices", "")
+        choice = choices[0]
+        content = choice.message.content or ""
+        limit = self.settings.llm_max_response_chars
+        if len(content) > limit:
+            raise InvalidAnswer(
+                f"answer of {len(content)} characters exceeds llm_max_response_chars={limit}",
+                content[:REPAIR_ECHO_CHARS],
+            )
+        if choice.finish_reason == "length":
+            raise InvalidAnswer("answer cut off at the token limit (finish_reason=length)", content)
+        if not content.strip():
+            refusal = getattr(choice.message, "refusal", None)
+            reason = f"the model refused: {refusal[:200]}" if refusal else "empty answer"
+            raise InvalidAnswer(reason, content)
+        try:
+            data = wrap_bare_list(parse_json_answer(content), schema_model)
+        except ValueError as error:
+            raise InvalidAnswer(str(error), content) from None
+        try:
+            return schema_model.model_validate(data, context=context)
+        except ValidationError as error:
+            raise InvalidAnswer(validation_reason(error), content) from None
+
+
+def error_usage(error: BaseException) -> Usage:
+    """The usage an error from ``LLMClient.chat_json`` carries (zero for other errors)."""
+    return getattr(error, "usage", Usage())

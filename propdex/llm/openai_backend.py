@@ -1,0 +1,117 @@
+"""The ``openai`` LLM backend: every step is one JSON call through ``LLMClient``.
+
+Per chunk that is two calls: one for its propositions and one grading all of them at once
+(the source notebook grades each proposition in its own call).
+"""
+
+from __future__ import annotations
+
+from propdex.llm.base import LLMBackend, LLMResult
+from propdex.llm.client import LLMClient
+from propdex.llm.prompts import PROMPT_STEPS, Prompt, load_prompt
+from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
+from propdex.models import Scores, Usage
+from propdex.settings import Settings
+
+WHOLE_TEXT = "This is the whole document."
+TRUNCATED_TEXT = "This is only the beginning of a longer document; the rest was cut off."
+NO_VALUE = "(none)"
+
+
+def extent_note(truncated: bool) -> str:
+    return TRUNCATED_TEXT if truncated else WHOLE_TEXT
+
+
+def numbered(propositions: list[str]) -> str:
+    """One proposition per line as "[i] text"; the grader answers by these indices."""
+    return "\n".join(f"[{i}] {' '.join(text.split())}" for i, text in enumerate(propositions))
+
+
+class OpenAIBackend(LLMBackend):
+    name = "openai"
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.client = LLMClient(settings)
+        self.prompts: dict[str, Prompt] = {step: load_prompt(step) for step in PROMPT_STEPS}
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend({self.client!r})"
+
+    def prompt_versions(self) -> dict[str, str]:
+        return {step: prompt.version for step, prompt in self.prompts.items()}
+
+    def _messages(self, step: str, **values: object) -> list[dict[str, str]]:
+        # With a JSON schema in the request, describing the answer's shape in the prompt too
+        # would only cost tokens on every call.
+        describe_format = not self.settings.llm_json_schema
+        return self.prompts[step].messages(describe_format=describe_format, **values)
+
+    def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
+        messages = self._messages(
+            "title", extent=extent_note(truncated), hint=hint or NO_VALUE, document=text
+        )
+        answer, usage = self.client.chat_json(
+            self.settings.model_for("context"), messages, TitleAnswer, step="title"
+        )
+        return LLMResult(answer.title, usage)
+
+    def summary(self, text: str, *, title: str, truncated: bool) -> LLMResult[str]:
+        messages = self._messages(
+            "summary", title=title or NO_VALUE, extent=extent_note(truncated), document=text
+        )
+        answer, usage = self.client.chat_json(
+            self.settings.model_for("context"), messages, SummaryAnswer, step="summary"
+        )
+        return LLMResult(answer.summary, usage)
+
+    def propositions(
+        self, chunk_text: str, *, title: str, section: str | None
+    ) -> LLMResult[list[str]]:
+        if not chunk_text.strip():
+            return LLMResult([], Usage())
+        messages = self._messages(
+            "propositions",
+            min_propositions=self.settings.min_propositions,
+            max_propositions=self.settings.max_propositions,
+            title=title or NO_VALUE,
+            section=section or NO_VALUE,
+            content=chunk_text,
+        )
+        answer, usage = self.client.chat_json(
+            self.settings.model_for("propositions"),
+            messages,
+            PropositionsAnswer,
+            step="propositions",
+            context={
+                "max_propositions": self.settings.max_propositions,
+                "max_chars": self.settings.max_proposition_chars,
+            },
+        )
+        return LLMResult(answer.propositions, usage)
+
+    def grade(
+        self, chunk_text: str, propositions: list[str], *, title: str, section: str | None
+    ) -> LLMResult[list[Scores]]:
+        if not propositions:
+            return LLMResult([], Usage())
+        # Title and section are left out on purpose: the grader judges each proposition
+        # against the source text alone (clarity means "understandable without context"),
+        # and every token here is paid once per chunk.
+        messages = self._messages(
+            "grading", source=chunk_text, propositions=numbered(propositions)
+        )
+        answer, usage = self.client.chat_json(
+            self.settings.model_for("grading"),
+            messages,
+            GradesAnswer,
+            step="grading",
+            context={"count": len(propositions)},
+        )
+        scores = [
+            Scores(g.accuracy, g.clarity, g.completeness, g.conciseness) for g in answer.in_order()
+        ]
+        return LLMResult(scores, usage)
+
+    def close(self) -> None:
+        self.client.close()

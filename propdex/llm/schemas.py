@@ -1,0 +1,166 @@
+"""Pydantic models of what each LLM step must answer, and the JSON schemas sent for them.
+
+Bounds that depend on the call (how many propositions were graded, the settings' limits on
+propositions) come in through pydantic's validation context, so one model serves every call:
+``Model.model_validate(data, context={...})``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+Score = Annotated[int, Field(ge=1, le=10)]
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _one_line(text: str) -> str:
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+class TitleAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: Annotated[str, Field(min_length=1, max_length=300)]
+
+    @field_validator("title", mode="before")
+    @classmethod
+    def _clean(cls, value: Any) -> Any:
+        return _one_line(value).strip("\"'") if isinstance(value, str) else value
+
+
+class SummaryAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    summary: Annotated[str, Field(min_length=1, max_length=1200)]
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _clean(cls, value: Any) -> Any:
+        return _one_line(value) if isinstance(value, str) else value
+
+
+class PropositionsAnswer(BaseModel):
+    """Context keys: ``max_propositions`` and ``max_chars`` (both optional).
+
+    The bounds are enforced after parsing and never make an answer invalid: items are
+    stripped, empty ones and ones longer than ``max_chars`` are dropped (a cut proposition
+    would no longer state its fact), and the list is cut to ``max_propositions``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    propositions: list[str]
+
+    @field_validator("propositions")
+    @classmethod
+    def _bound(cls, items: list[str], info: ValidationInfo) -> list[str]:
+        limits = info.context or {}
+        max_chars = limits.get("max_chars")
+        max_count = limits.get("max_propositions")
+        kept = []
+        for item in items:
+            text = _one_line(item)
+            if not text or (max_chars is not None and len(text) > max_chars):
+                continue
+            if text not in kept:
+                kept.append(text)
+        return kept[:max_count] if max_count is not None else kept
+
+
+class Grade(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    index: int  # range checked by GradesAnswer against the number of propositions
+    accuracy: Score
+    clarity: Score
+    completeness: Score
+    conciseness: Score
+
+
+class GradesAnswer(BaseModel):
+    """Context key ``count``: how many propositions were sent; each index 0..count-1 must be
+    graded exactly once, otherwise the answer is invalid (and gets one repair attempt)."""
+
+    model_config = ConfigDict(extra="forbid")
+    grades: list[Grade]
+
+    @model_validator(mode="after")
+    def _every_index_once(self, info: ValidationInfo) -> GradesAnswer:
+        count = (info.context or {}).get("count")
+        if count is None:
+            return self
+        seen = [grade.index for grade in self.grades]
+        duplicates = sorted({i for i in seen if seen.count(i) > 1})
+        missing = sorted(set(range(count)) - set(seen))
+        unknown = sorted(set(seen) - set(range(count)))
+        problems = []
+        if missing:
+            problems.append(f"missing indices {missing}")
+        if duplicates:
+            problems.append(f"indices graded more than once {duplicates}")
+        if unknown:
+            problems.append(f"indices out of range {unknown} (valid: 0..{count - 1})")
+        if problems:
+            raise ValueError("grade every proposition exactly once: " + "; ".join(problems))
+        return self
+
+    def in_order(self) -> list[Grade]:
+        return sorted(self.grades, key=lambda grade: grade.index)
+
+
+# JSON-schema keywords that bound values rather than shape them.
+_VALUE_BOUNDS = (
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "pattern", "format", "minItems", "maxItems",
+)
+
+
+def inline_references(node: Any, definitions: dict[str, Any]) -> Any:
+    """A copy of ``node`` with every ``{"$ref": "#/$defs/Name"}`` replaced by its definition."""
+    if isinstance(node, dict):
+        reference = node.get("$ref")
+        if isinstance(reference, str) and reference.startswith("#/$defs/"):
+            return inline_references(definitions[reference.removeprefix("#/$defs/")], definitions)
+        return {key: inline_references(value, definitions) for key, value in node.items()}
+    if isinstance(node, list):
+        return [inline_references(value, definitions) for value in node]
+    return node
+
+
+def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema in the shape OpenAI's strict structured output accepts.
+
+    Strict mode wants every object closed (``additionalProperties: false``) with every
+    property required. The schema sent carries structure only: value bounds (score 1..10,
+    string lengths) are left out because several OpenAI-compatible servers reject those
+    keywords with a 400, which would stop the run; pydantic checks them on every answer and
+    a violation gets the repair round. Titles and descriptions (the docstrings above, written
+    for developers) are dropped too: the prompt says what each field means.
+    """
+    schema = model.model_json_schema()
+    # Nested models are written out in place of their $ref: shorter for a single use, and
+    # some grammar engines handle references poorly. (No answer model is recursive.)
+    definitions = schema.pop("$defs", {})
+    schema = inline_references(schema, definitions)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            # A "title" holding a string is a label; one holding a dict is a property named
+            # title (TitleAnswer) and must stay.
+            for label in ("title", "description"):
+                if isinstance(node.get(label), str):
+                    node.pop(label)
+            for keyword in _VALUE_BOUNDS:
+                if not isinstance(node.get(keyword), dict):  # not a property of that name
+                    node.pop(keyword, None)
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(schema)
+    return schema

@@ -1,0 +1,37 @@
+"""Pytest fixtures for the scripted OpenAI-compatible server (import them in conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.scripted_server import DEFAULT_MODEL, ScriptedServer
+
+from propdex.settings import Settings
+
+# A key that must never show up in an exception message, a repr or a log line.
+SENTINEL_KEY = "sk-SENTINEL-do-not-leak-4f1c2a9e7b"
+
+
+def scripted_settings(server: ScriptedServer, **overrides: Any) -> Settings:
+    """Settings pointing every LLM and embedding call at ``server``, with quick retries."""
+    values: dict[str, Any] = {
+        "llm": "openai",
+        "llm_base_url": server.url + "/v1",
+        "llm_api_key": SENTINEL_KEY,
+        "llm_model": DEFAULT_MODEL,
+        "llm_timeout": 5.0,
+        "llm_max_attempts": 3,
+        "llm_backoff_max": 0.05,
+        "embedder": "openai",
+        "embed_model": "scripted-embed",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as server:
+        yield server

@@ -1,0 +1,540 @@
+"""A scripted OpenAI-compatible HTTP server for tests and benchmarks.
+
+It serves POST /v1/chat/completions, POST /v1/embeddings and GET /v1/models on 127.0.0.1 at a
+free port, from a background thread, each connection in its own thread. Without a script it
+answers every propdex prompt validly (so the whole pipeline can run against it):
+
+- propositions: the sentences of the <content> block;
+- grading: 8 on every criterion for every "[i]" line of the <propositions> block;
+- title: the first line of the <document> block; summary: its first sentence;
+- embeddings: deterministic vectors from a hash of each text (not normalised).
+
+``script(...)`` queues actions that the next requests consume, to shape an answer or inject a
+fault: latency, 429 with Retry-After, 5xx, a hang past the client timeout, malformed,
+truncated or empty content, a non-JSON body, 401, 404 model not found. Every request is recorded (path, JSON
+body, headers, step, arrival time) and the highest number in flight is tracked.
+
+    with ScriptedServer() as server:
+        server.script(rate_limited(retry_after=1), step="grading")
+        settings = Settings(llm_base_url=server.url + "/v1", ...)
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import math
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+CHAT_PATH = "/v1/chat/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+MODELS_PATH = "/v1/models"
+DEFAULT_MODEL = "scripted-model"
+DEFAULT_GRADE = 8
+
+# Markers of each propdex prompt in its system message (used when no json_schema names it).
+_STEP_MARKERS = (
+    ('{"grades"', "grading"),
+    ('{"propositions"', "propositions"),
+    ('{"summary"', "summary"),
+    ('{"title"', "title"),
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_NUMBERED_LINE = re.compile(r"^\s*\[(\d+)\]", re.MULTILINE)
+
+# A responder turns (step, request body) into answer content, or None to defer to the default.
+Responder = Callable[[str | None, dict[str, Any]], str | None]
+
+
+# --------------------------------------------------------------------------- actions
+
+
+@dataclass
+class Action:
+    """What the server does with one request. Build them with the helpers below."""
+
+    status: int = 200
+    content: str | None = None  # None: the default answer for the request
+    transform: Callable[[str], str] | None = None  # applied to the (default) answer
+    finish_reason: str = "stop"
+    latency: float = 0.0  # seconds to wait before answering
+    hang: float = 0.0  # seconds to stall, then drop the connection without answering
+    headers: dict[str, str] = field(default_factory=dict)
+    error: dict[str, Any] | None = None  # OpenAI-style error object for status >= 400
+    raw_body: bytes | None = None  # sent as is instead of a JSON answer
+
+
+def reply(
+    content: str | None = None, *, latency_ms: float = 0, finish_reason: str = "stop"
+) -> Action:
+    return Action(content=content, latency=latency_ms / 1000, finish_reason=finish_reason)
+
+
+def delayed(latency_ms: float) -> Action:
+    return Action(latency=latency_ms / 1000)
+
+
+def transformed(transform: Callable[[str], str], *, finish_reason: str = "stop") -> Action:
+    return Action(transform=transform, finish_reason=finish_reason)
+
+
+def fenced() -> Action:
+    """The default answer wrapped in a ```json code fence with prose around it."""
+    return transformed(lambda text: f"Here is the JSON:\n```json\n{text}\n```\n")
+
+
+def malformed() -> Action:
+    return reply('{"answer": [1, 2,, oops')
+
+
+def truncated(finish_reason: str = "length") -> Action:
+    """The default answer cut in half, as when a model hits its token limit."""
+    return transformed(lambda text: text[: len(text) // 2], finish_reason=finish_reason)
+
+
+def empty() -> Action:
+    return reply("")
+
+
+def garbled() -> Action:
+    """HTTP 200 with a body that is not JSON, like a proxy's error page."""
+    return Action(raw_body=b"<html><body>502 Bad Gateway</body></html>")
+
+
+def rate_limited(retry_after: float | None = 1.0, *, retry_after_ms: float | None = None) -> Action:
+    headers = {}
+    if retry_after is not None:
+        headers["Retry-After"] = f"{retry_after:g}"
+    if retry_after_ms is not None:
+        headers["retry-after-ms"] = f"{retry_after_ms:g}"
+    return Action(
+        status=429,
+        headers=headers,
+        error={"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"},
+    )
+
+
+def server_error(status: int = 500) -> Action:
+    return Action(
+        status=status, error={"message": "The server had an error", "type": "server_error"}
+    )
+
+
+def hang(seconds: float = 30.0) -> Action:
+    return Action(hang=seconds)
+
+
+def unauthorized() -> Action:
+    return Action(
+        status=401,
+        error={"message": "Incorrect API key provided.", "type": "invalid_request_error",
+               "code": "invalid_api_key"},
+    )
+
+
+def model_not_found(model: str = DEFAULT_MODEL) -> Action:
+    return Action(
+        status=404,
+        error={"message": f"The model `{model}` does not exist or you do not have access to it.",
+               "type": "invalid_request_error", "code": "model_not_found"},
+    )
+
+
+# --------------------------------------------------------------------------- default answers
+
+
+def step_of(body: dict[str, Any]) -> str | None:
+    """Which propdex step a chat request is: the json_schema name, else the prompt's marker."""
+    response_format = body.get("response_format") or {}
+    name = (response_format.get("json_schema") or {}).get("name")
+    if name:
+        return name
+    system = " ".join(
+        m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "system"
+    )
+    for marker, step in _STEP_MARKERS:
+        if marker in system:
+            return step
+    return None
+
+
+def first_user_text(body: dict[str, Any]) -> str:
+    # The first user message, so a repair request gets the same answer as the original.
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def block(text: str, tag: str) -> str:
+    match = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return match.group(1) if match else ""
+
+
+def sentences(text: str) -> list[str]:
+    pieces = (" ".join(piece.split()) for piece in _SENTENCE_END.split(text))
+    return [piece for piece in pieces if len(piece) > 2]
+
+
+def default_answer(step: str | None, body: dict[str, Any]) -> str:
+    user = first_user_text(body)
+    if step == "propositions":
+        return json.dumps({"propositions": sentences(block(user, "content"))})
+    if step == "grading":
+        count = len(_NUMBERED_LINE.findall(block(user, "propositions")))
+        grades = [
+            {"index": i, "accuracy": DEFAULT_GRADE, "clarity": DEFAULT_GRADE,
+             "completeness": DEFAULT_GRADE, "conciseness": DEFAULT_GRADE}
+            for i in range(count)
+        ]
+        return json.dumps({"grades": grades})
+    if step == "title":
+        lines = [line.strip() for line in block(user, "document").splitlines() if line.strip()]
+        title = " ".join(lines[0].split()[:12]) if lines else "Untitled document"
+        return json.dumps({"title": title})
+    if step == "summary":
+        found = sentences(block(user, "document"))
+        summary = found[0][:300] if found else "A short document."
+        return json.dumps({"summary": summary})
+    return "OK"
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def prompt_tokens_of(body: dict[str, Any]) -> int:
+    # Messages plus the response_format schema: hosted servers bill the schema as prompt too
+    # (counted without JSON's optional whitespace, which carries no content).
+    text = "".join(str(m.get("content") or "") for m in body.get("messages", []))
+    if body.get("response_format"):
+        text += json.dumps(body["response_format"], separators=(",", ":"))
+    return estimate_tokens(text)
+
+
+def hashed_vector(text: str, dim: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+    return np.random.default_rng(seed).normal(0.0, 3.0, dim).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    headers: dict[str, str]  # names lower-cased
+    step: str | None
+    received: float  # time.monotonic() on arrival
+    status: int = 0  # the status answered (0: none, e.g. a hang)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = False  # so server_close() joins every connection thread: no leaks
+    request_queue_size = 256  # benchmarks open dozens of connections at once
+    allow_reuse_address = True
+
+    def __init__(self, scripted: ScriptedServer):
+        self.scripted = scripted
+        self.open_sockets: set[socket.socket] = set()
+        self.sockets_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def get_request(self):  # type: ignore[override]
+        sock, address = super().get_request()
+        with self.sockets_lock:
+            self.open_sockets.add(sock)
+        return sock, address
+
+    def shutdown_request(self, request):  # type: ignore[override]
+        with self.sockets_lock:
+            self.open_sockets.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        """Wake every connection thread idling on a keep-alive socket so it can exit."""
+        with self.sockets_lock:
+            sockets = list(self.open_sockets)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the openai client expects
+    # Headers and body go out in two writes; with Nagle's algorithm on, the body waits for
+    # the client's delayed ACK (~40 ms per request).
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+        pass
+
+    def do_GET(self) -> None:
+        scripted = self.server.scripted
+        scripted._record("GET", self.path, None, self._headers(), None)
+        if self.path.rstrip("/") == MODELS_PATH:
+            models = [{"id": m, "object": "model", "owned_by": "scripted"} for m in scripted.models]
+            self._send_json(200, {"object": "list", "data": models})
+        else:
+            self._send_error(404, f"no route {self.path}", "not_found")
+
+    def do_POST(self) -> None:
+        scripted = self.server.scripted
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            body = None
+        path = self.path.rstrip("/")
+        step = "embeddings" if path == EMBEDDINGS_PATH else (step_of(body) if body else None)
+        record = scripted._record("POST", path, body, self._headers(), step)
+        if body is None:
+            record.status = 400
+            self._send_error(400, "body is not JSON", "invalid_request_error")
+            return
+        if path not in (CHAT_PATH, EMBEDDINGS_PATH):
+            record.status = 404
+            self._send_error(404, f"no route {path}", "not_found")
+            return
+        action = scripted._next_action(step)
+        with scripted._in_flight():
+            if action.hang:
+                scripted._stopping.wait(action.hang)
+                self.close_connection = True  # the client gave up long ago; just hang up
+                return
+            wait = action.latency + scripted.latency_ms / 1000
+            if wait and scripted._stopping.wait(wait):
+                self.close_connection = True
+                return
+            if action.status >= 400:
+                record.status = action.status
+                error = action.error or {"message": f"HTTP {action.status}", "type": "error"}
+                self._send_json(action.status, {"error": error}, action.headers)
+                return
+            if action.raw_body is not None:
+                record.status = 200
+                self._send_raw(200, action.raw_body, action.headers)
+                return
+            if path == EMBEDDINGS_PATH:
+                payload = scripted._embeddings(body)
+            else:
+                payload = scripted._completion(step, body, action)
+            record.status = 200
+            self._send_json(200, payload, action.headers)
+
+    def _headers(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def _send_error(self, status: int, message: str, kind: str) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind}})
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode("utf-8"), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client timed out and closed the socket
+            self.close_connection = True
+
+
+class ScriptedServer:
+    def __init__(
+        self,
+        *,
+        latency_ms: float = 0,
+        embed_dim: int = 384,
+        models: tuple[str, ...] = (DEFAULT_MODEL,),
+        responder: Responder | None = None,
+    ):
+        self.latency_ms = latency_ms  # added to every POST
+        self.embed_dim = embed_dim
+        self.models = models
+        self.responder = responder
+        self._lock = threading.Lock()
+        self._queues: dict[str | None, deque[Action]] = {}
+        self._requests: list[RecordedRequest] = []
+        self._ids = itertools.count(1)
+        self._active = 0
+        self.max_in_flight = 0
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle ------------------------------------------------------------------------
+    def start(self) -> ScriptedServer:
+        self._stopping.clear()
+        self._httpd = _HTTPServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
+            name="scripted-openai-server",
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()  # ends hangs and latencies at once
+        self._httpd.shutdown()
+        self._httpd.drop_connections()
+        self._httpd.server_close()  # joins the connection threads
+        assert self._thread is not None
+        self._thread.join()
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the scripted server is not running")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # scripting and records ------------------------------------------------------------
+    def script(self, *actions: Action, step: str | None = None) -> None:
+        """Queue actions for the next requests of ``step`` (None: of any step).
+
+        A request takes from its step's queue first, then from the shared one; with both
+        empty it gets the default answer."""
+        with self._lock:
+            self._queues.setdefault(step, deque()).extend(actions)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return sum(len(queue) for queue in self._queues.values())
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def calls(self, step: str | None = None, path: str = CHAT_PATH) -> int:
+        """POSTs received on ``path``, all of them or those of one step."""
+        return sum(
+            1 for r in self.requests
+            if r.method == "POST" and r.path == path and (step is None or r.step == step)
+        )
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queues.clear()
+            self._requests.clear()
+            self.max_in_flight = 0
+
+    def _record(
+        self, method: str, path: str, body: Any, headers: dict[str, str], step: str | None
+    ) -> RecordedRequest:
+        record = RecordedRequest(method, path, body, headers, step, time.monotonic())
+        with self._lock:
+            self._requests.append(record)
+        return record
+
+    def _next_action(self, step: str | None) -> Action:
+        with self._lock:
+            for key in (step, None):
+                queue = self._queues.get(key)
+                if queue:
+                    return queue.popleft()
+        return Action()
+
+    def _in_flight(self) -> _InFlight:
+        return _InFlight(self)
+
+    # answers --------------------------------------------------------------------------
+    def _completion(self, step: str | None, body: dict[str, Any], action: Action) -> dict[str, Any]:
+        content = action.content
+        if content is None:
+            custom = self.responder(step, body) if self.responder else None
+            content = custom if custom is not None else default_answer(step, body)
+        if action.transform is not None:
+            content = action.transform(content)
+        prompt_tokens = prompt_tokens_of(body)
+        completion_tokens = estimate_tokens(content)
+        return {
+            "id": f"chatcmpl-scripted-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", DEFAULT_MODEL),
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": action.finish_reason,
+                "logprobs": None,
+            }],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = hashed_vector(str(text), self.embed_dim)
+            encoded: Any = (
+                base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+                if as_base64 else vector.tolist()
+            )
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(estimate_tokens(str(text)) for text in texts)
+        return {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", DEFAULT_MODEL),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+
+class _InFlight:
+    """Counts a request as in flight for the duration of a with-block."""
+
+    def __init__(self, server: ScriptedServer):
+        self.server = server
+
+    def __enter__(self) -> None:
+        with self.server._lock:
+            self.server._active += 1
+            self.server.max_in_flight = max(self.server.max_in_flight, self.server._active)
+
+    def __exit__(self, *exc: object) -> None:
+        with self.server._lock:
+            self.server._active -= 1

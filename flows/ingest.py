@@ -11,7 +11,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.parameters import IngestOptions
-from propdex.errors import ExtractionError, LLMConfigurationError, NoTextLayerError
+from propdex.errors import ExtractionError, LLMConfigurationError, NoTextLayerError, error_kind
 from propdex.ids import doc_id_for
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from tasks.documents import embed, extract, propose, split, write_context
@@ -33,7 +33,7 @@ def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
     status = "skipped" if isinstance(exc, NoTextLayerError) else "failed"
     reason = exc.reason if isinstance(exc, ExtractionError) else f"{type(exc).__name__}: {exc}"
     return DocumentOutcome(source=item.source, doc_id=item.doc_id, status=status,
-                           reason=item.reason, error=reason)
+                           reason=item.reason, error=reason, error_kind=error_kind(exc))
 
 
 @flow(name="propdex-ingest", log_prints=True,
@@ -81,7 +81,8 @@ def ingest(
                 summary.stopped = str(exc)
     for source, reason in plan.unreadable:
         failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
-                                        status="failed", reason="unreadable", error=reason))
+                                        status="failed", reason="unreadable", error=reason,
+                                        error_kind="input"))
     summary.documents.extend(failures)
     if failures:
         hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}

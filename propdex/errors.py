@@ -55,3 +55,19 @@ class StorageError(PropdexError):
 
 class IndexInconsistentError(PropdexError):
     """``verify`` found the tables disagreeing with each other or with the documents ledger."""
+
+
+def error_kind(exc: BaseException) -> str:
+    """The failure kind stored with a document: an ``input`` failure of unchanged bytes is
+    not retried by the next run; every other kind is."""
+    if isinstance(exc, ExtractionError):
+        return "input"
+    if isinstance(exc, LLMConfigurationError):
+        return "configuration"
+    if isinstance(exc, LLMError):
+        return "llm"
+    if isinstance(exc, StorageError):
+        return "storage"
+    if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower():
+        return "timeout"
+    return "internal"

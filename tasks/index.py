@@ -74,7 +74,7 @@ def record_failures(failures: list[DocumentOutcome], settings: Settings, fingerp
     for outcome in failures:
         index.record_failure(failure_row(
             outcome.source, outcome.doc_id, hashes.get(outcome.doc_id, ""), outcome.status,
-            outcome.error or "failed", fingerprint, run_id,
+            outcome.error or "failed", outcome.error_kind or "internal", fingerprint, run_id,
         ))
 
 

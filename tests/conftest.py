@@ -30,3 +30,6 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"reference corpus not found at {CORPUS} (only present beside the dev checkout)")
     return CORPUS
+
+
+from tests.scripted_fixtures import scripted_server  # noqa: E402,F401  (fixture)

@@ -80,7 +80,7 @@ def make_version(
     document = {
         "doc_id": doc_id, "source": source, "content_sha256": f"sha-{doc_id}-{run_id}",
         "kind": "text", "text": text, "title": title, "summary": "A summary.",
-        "page_count": len(paragraphs), "status": "indexed", "error": None,
+        "page_count": len(paragraphs), "status": "indexed", "error": None, "error_kind": None,
         "chunk_count": len(chunks), "proposition_count": len(propositions),
         "passed_count": sum(p["passed"] for p in propositions), "chunk_failures": 0,
         "llm_model": "test-llm", "embed_model": "test-embedder",

@@ -12,6 +12,7 @@ class DocumentOutcome:
     status: str  # indexed | failed | skipped
     reason: str = ""  # why it was (re-)processed, or why it failed
     error: str | None = None
+    error_kind: str | None = None  # input | llm | configuration | timeout | storage | internal
     chunks: int = 0
     propositions_kept: int = 0
     propositions_rejected: int = 0

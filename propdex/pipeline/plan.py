@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from propdex.ids import doc_id_for, sha256_file
 from propdex.sources import Discovery, is_under
 
-# Failures that depend only on the file's bytes: retrying unchanged bytes cannot succeed.
-INPUT_FAILURE_STATUSES = {"skipped"}
 
 
 @dataclass
@@ -55,9 +53,10 @@ def make_plan(
             reason = "changed"
         elif row["pipeline_version"] != fingerprint:
             reason = "settings changed"
-        elif row["status"] == "indexed" or (
-            row["status"] in INPUT_FAILURE_STATUSES or row.get("error_kind") == "input"
+        elif (row["status"] == "indexed" and not row.get("chunk_failures")) or (
+            row["status"] != "indexed" and row.get("error_kind") == "input"
         ):
+            # A failure that depends only on the file's bytes cannot succeed on the same bytes.
             plan.unchanged.append(source)
             continue
         else:

@@ -7,11 +7,11 @@ edited document costs nothing on a re-run.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait, FIRST_EXCEPTION
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from propdex.cache import ResultCache, cache_key
-from propdex.errors import LLMConfigurationError, LLMOutputError
+from propdex.errors import LLMOutputError
+from propdex.llm.client import error_usage
 from propdex.ids import prop_id_for
 from propdex.llm.base import LLMBackend
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, Proposition, Scores, Usage
@@ -56,17 +56,9 @@ def _grade(
     return result.value, result.usage
 
 
-def propositions_for_chunk(
-    chunk: Chunk, context: DocumentContext, backend: LLMBackend, cache: ResultCache,
-    settings: Settings,
+def _assemble(
+    chunk: Chunk, texts: list[str], scores: list[Scores], usage: Usage, settings: Settings
 ) -> ChunkPropositions:
-    try:
-        texts, usage = _extract(chunk, context.title, backend, cache, settings)
-        scores, grade_usage = _grade(chunk, texts, context.title, backend, cache, settings)
-    except LLMOutputError as exc:
-        # The chunk keeps its place in the index (chunk-level search still finds it);
-        # the reason is stored on the chunk row instead of inventing scores.
-        return ChunkPropositions(chunk.chunk_id, [], error=str(exc))
     thresholds = settings.thresholds()
     propositions = [
         Proposition(
@@ -80,35 +72,54 @@ def propositions_for_chunk(
         )
         for ordinal, (text, score) in enumerate(zip(texts, scores, strict=True))
     ]
-    return ChunkPropositions(chunk.chunk_id, propositions, usage=usage + grade_usage)
+    return ChunkPropositions(chunk.chunk_id, propositions, usage=usage)
 
 
 def propositions_for_document(
     chunks: list[Chunk], context: DocumentContext, backend: LLMBackend, cache: ResultCache,
-    settings: Settings, pool: ThreadPoolExecutor, progress=None,
+    settings: Settings, pool: ThreadPoolExecutor,
 ) -> list[ChunkPropositions]:
-    """Every chunk's propositions, in chunk order. A configuration error (bad key, unknown
-    model) cancels the document's remaining chunks and propagates: retrying cannot help.
-    Any other call failure after retries also propagates, failing the document as a whole
-    so no partial document is ever written."""
-    cancelled = threading.Event()
+    """Every chunk's propositions, in chunk order.
 
-    def run(chunk: Chunk) -> ChunkPropositions:
-        if cancelled.is_set():
-            raise LLMConfigurationError("cancelled after an earlier configuration error")
-        outcome = propositions_for_chunk(chunk, context, backend, cache, settings)
-        if progress is not None:
-            progress(1)
-        return outcome
-
-    futures: list[Future] = [pool.submit(run, chunk) for chunk in chunks]
-    done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-    if pending:
-        cancelled.set()
+    Extraction jobs for all chunks go to the shared pool at once; each chunk's grading job
+    is submitted the moment its propositions arrive, so the pool never idles waiting for a
+    chunk's two calls in sequence. An answer that stays invalid fails only its chunk (the
+    reason is stored on the chunk row; no scores are invented). A configuration error (bad
+    key, unknown model) or a call that failed after its retries cancels the rest and
+    propagates, failing the document as a whole: no partial document is written.
+    """
+    title = context.title
+    usage: dict[str, Usage] = {c.chunk_id: Usage() for c in chunks}
+    texts: dict[str, list[str]] = {}
+    results: dict[str, ChunkPropositions] = {}
+    by_future: dict[Future, tuple[str, Chunk]] = {}
+    for chunk in chunks:
+        future = pool.submit(_extract, chunk, title, backend, cache, settings)
+        by_future[future] = ("extract", chunk)
+    pending = set(by_future)
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                stage, chunk = by_future.pop(future)
+                try:
+                    value, spent = future.result()
+                except LLMOutputError as exc:
+                    usage[chunk.chunk_id] += error_usage(exc)
+                    results[chunk.chunk_id] = ChunkPropositions(
+                        chunk.chunk_id, [], error=f"{stage}: {exc}", usage=usage[chunk.chunk_id])
+                    continue
+                usage[chunk.chunk_id] += spent
+                if stage == "extract":
+                    texts[chunk.chunk_id] = value
+                    graded = pool.submit(_grade, chunk, value, title, backend, cache, settings)
+                    by_future[graded] = ("grading", chunk)
+                    pending.add(graded)
+                else:
+                    results[chunk.chunk_id] = _assemble(
+                        chunk, texts[chunk.chunk_id], value, usage[chunk.chunk_id], settings)
+    except BaseException:
         for future in pending:
             future.cancel()
-        wait(pending)
-    for future in futures:
-        if future.done() and not future.cancelled() and future.exception() is not None:
-            raise future.exception()
-    return [future.result() for future in futures]
+        raise
+    return [results[c.chunk_id] for c in chunks]

@@ -69,6 +69,7 @@ def document_row(
         "kind": doc.kind, "text": doc.text, "title": context.title, "summary": context.summary,
         "page_count": doc.page_count, "status": "indexed",
         "error": f"{len(failures)} chunk(s) without propositions: {failures[0].error}" if failures else None,
+        "error_kind": "llm" if failures else None,
         "chunk_count": len(chunks), "proposition_count": len(propositions),
         "passed_count": sum(p.passed for p in propositions), "chunk_failures": len(failures),
         "llm_model": settings.model_for("propositions"), "embed_model": settings.embed_model_name,
@@ -81,12 +82,11 @@ def document_row(
 
 
 def failure_row(
-    source: str, doc_id: str, content_sha256: str, status: str, error: str,
+    source: str, doc_id: str, content_sha256: str, status: str, error: str, error_kind: str,
     fingerprint: str, run_id: str,
 ) -> dict:
-    now = utc_now()
     return {
-        "doc_id": doc_id, "source": source, "content_sha256": content_sha256, "status": status,
-        "error": error, "pipeline_version": fingerprint, "last_run_id": run_id,
-        "last_attempt_at": now,
+        "doc_id": doc_id, "source": source, "content_sha256": content_sha256 or None,
+        "status": status, "error": error, "error_kind": error_kind,
+        "pipeline_version": fingerprint, "last_run_id": run_id, "last_attempt_at": utc_now(),
     }

@@ -55,7 +55,7 @@ VECTOR_INDEX_REFINE_FACTOR = 2
 # compares the next run with the last attempt, and an input failure on unchanged bytes is
 # not retried forever). The rest of the row -- run_id, ingested_at, text, title, counts --
 # keeps describing the committed version, which stays searchable.
-FAILURE_COLUMNS = ("status", "error", "last_run_id", "last_attempt_at")
+FAILURE_COLUMNS = ("status", "error", "error_kind", "last_run_id", "last_attempt_at")
 ATTEMPT_COLUMNS = ("content_sha256", "pipeline_version")  # changed only when given
 _FAILURE_STATUSES = ("failed", "skipped")
 
@@ -631,6 +631,7 @@ def _failure_row(doc_row: dict) -> dict:
     row["run_id"] = None
     row["ingested_at"] = None
     row.setdefault("error", None)
+    row.setdefault("error_kind", None)
     row.setdefault("last_run_id", None)
     if row.get("last_attempt_at") is None:
         row["last_attempt_at"] = utc_now()

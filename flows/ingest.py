@@ -59,11 +59,12 @@ def ingest(
     fp = plan.fingerprint
     chains = []
     for item in plan.to_process:
-        doc = extract.submit(item, settings, fp)
-        context = write_context.submit(doc, settings, fp)
-        chunks = split.submit(doc, context, settings, fp)
-        props = propose.submit(doc, chunks, context, settings, fp)
-        vectors = embed.submit(doc, chunks, props, settings, fp)
+        salt = run_id if item.reason == "retry" else ""
+        doc = extract.submit(item, settings, fp, salt)
+        context = write_context.submit(doc, settings, fp, salt)
+        chunks = split.submit(doc, context, settings, fp, salt)
+        props = propose.submit(doc, chunks, context, settings, fp, salt)
+        vectors = embed.submit(doc, chunks, props, settings, fp, salt)
         done = commit_document.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
         chains.append((item, [doc, context, chunks, props, vectors, done]))
     wait([future for _, futures in chains for future in futures])

@@ -45,7 +45,7 @@ class Embeddings:
 
 
 @task(name="extract", retries=0, **CACHED)
-def extract(item: WorkItem, settings: Settings, fingerprint: str) -> ExtractedDocument:
+def extract(item: WorkItem, settings: Settings, fingerprint: str, salt: str = "") -> ExtractedDocument:
     # Bad input is permanent: no retries.
     with stage_timer(item.doc_id, "extract"):
         return extract_document(item.source, settings)
@@ -53,14 +53,13 @@ def extract(item: WorkItem, settings: Settings, fingerprint: str) -> ExtractedDo
 
 @task(name="document-context", retries=2, retry_delay_seconds=[2, 10],
       retry_condition_fn=retry_transient, **CACHED)
-def write_context(doc: ExtractedDocument, settings: Settings, fingerprint: str) -> DocumentContext:
+def write_context(doc: ExtractedDocument, settings: Settings, fingerprint: str, salt: str = "") -> DocumentContext:
     with stage_timer(doc.doc_id, "context"):
         return document_context(doc, backend_for(settings), cache_for(settings), settings)
 
 
 @task(name="chunk", retries=0, **CACHED)
-def split(doc: ExtractedDocument, context: DocumentContext, settings: Settings,
-          fingerprint: str) -> list[Chunk]:
+def split(doc: ExtractedDocument, context: DocumentContext, settings: Settings, fingerprint: str, salt: str = "") -> list[Chunk]:
     with stage_timer(doc.doc_id, "chunk"):
         return attach_headers(chunk_document(doc, settings), context)
 
@@ -68,7 +67,7 @@ def split(doc: ExtractedDocument, context: DocumentContext, settings: Settings,
 @task(name="propositions", retries=1, retry_delay_seconds=5,
       retry_condition_fn=retry_transient, **CACHED)
 def propose(doc: ExtractedDocument, chunks: list[Chunk], context: DocumentContext,
-            settings: Settings, fingerprint: str) -> Propositions:
+            settings: Settings, fingerprint: str, salt: str = "") -> Propositions:
     with stage_timer(doc.doc_id, "propositions"):
         outcomes = propositions_for_document(
             chunks, context, backend_for(settings), cache_for(settings), settings,
@@ -80,7 +79,7 @@ def propose(doc: ExtractedDocument, chunks: list[Chunk], context: DocumentContex
 @task(name="embed", retries=2, retry_delay_seconds=[2, 10],
       retry_condition_fn=retry_transient, **CACHED)
 def embed(doc: ExtractedDocument, chunks: list[Chunk], propositions: Propositions,
-          settings: Settings, fingerprint: str) -> Embeddings:
+          settings: Settings, fingerprint: str, salt: str = "") -> Embeddings:
     embedder, cache = embedder_for(settings), cache_for(settings)
     with stage_timer(doc.doc_id, "embed"):
         chunk_vectors, computed_chunks = embed_with_cache(

@@ -11,17 +11,12 @@ from propdex.pipeline.plan import Plan, WorkItem, make_plan
 from propdex.pipeline.report import render_markdown
 from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
 from propdex.pipeline.timing import pop_stage_seconds
-from propdex.runtime import backend_for, embedder_for
+from propdex.runtime import backend_for
 from propdex.settings import Settings
 from propdex.sources import discover
 from propdex.store import Index
 from tasks.documents import Embeddings, Propositions
 from tasks.policies import retry_transient
-
-
-def open_index(settings: Settings, *, create: bool = True) -> Index:
-    return Index.open(settings.db_uri, dim=embedder_for(settings).dim if create else None,
-                      create=create)
 
 
 @task(name="plan", retries=0)
@@ -48,7 +43,8 @@ def commit_document(
     outcomes: list[ChunkPropositions] = propositions.outcomes
     usage: Usage = context.usage + propositions.usage
     row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id, usage)
-    open_index(settings).replace_document(
+    dim = int(embeddings.chunk_vectors.shape[1])
+    Index.open(settings.db_uri, dim=dim).replace_document(
         row,
         chunk_rows(doc, chunks, outcomes, embeddings.chunk_vectors, settings, run_id),
         proposition_rows(doc, chunks, outcomes, embeddings.prop_vectors, settings,
@@ -70,7 +66,7 @@ def commit_document(
 def record_failures(failures: list[DocumentOutcome], settings: Settings, fingerprint: str,
                     run_id: str, hashes: dict[str, str]) -> None:
     """Store each failure's status and reason; a previously indexed version stays searchable."""
-    index = open_index(settings)
+    index = Index.open(settings.db_uri)  # the documents table needs no vector dimension
     for outcome in failures:
         index.record_failure(failure_row(
             outcome.source, outcome.doc_id, hashes.get(outcome.doc_id, ""), outcome.status,

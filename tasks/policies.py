@@ -24,9 +24,11 @@ def document_cache_key(context, parameters: dict[str, Any]) -> str:
     """Key for document-sized tasks: task name + document identity + settings fingerprint."""
     settings: Settings = parameters["settings"]
     document = parameters.get("doc") or parameters.get("item")
+    # ``salt`` is empty on a normal run; a retry of a document whose earlier attempt left
+    # failed chunks salts the keys of its whole chain so those chunks are tried again.
     return _key(
         context.task.name, document.doc_id, document.content_sha256, settings.db_uri,
-        parameters["fingerprint"],
+        parameters["fingerprint"], parameters.get("salt", ""),
     )
 
 

@@ -1,0 +1,160 @@
+"""The whole ingest flow over the real openai client against the scripted server:
+calls per chunk, token accounting, chunk-level reuse, faults and run-stopping errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lancedb
+import pytest
+
+from propdex.cli import main
+from tests.pdf_factory import make_pdf
+from tests.scripted_fixtures import SENTINEL_KEY
+from tests.scripted_server import malformed, prompt_tokens_of, server_error, unauthorized
+
+pytestmark = pytest.mark.prefect
+
+PAGES = [
+    "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by the company "
+    "of the engineer Gustave Eiffel. The tower was built between 1887 and 1889 as the entrance "
+    "arch of the 1889 World's Fair.\n\nThe tower is 330 metres tall. It was the tallest "
+    "man-made structure in the world until the Chrysler Building was finished in 1930.",
+    "The tower has three levels for visitors. Restaurants operate on the first and second "
+    "levels. The top level's upper platform is 276 metres above the ground.\n\nTickets can be "
+    "bought to ascend by stairs or by lift to the first and second levels.",
+    "The Eiffel Tower is repainted every seven years to protect it from rust. About 60 tonnes "
+    "of paint are used for each repainting.\n\nThe tower receives about seven million visitors "
+    "every year.",
+]
+
+
+@pytest.fixture
+def llm_env(scripted_server, monkeypatch):
+    for name, value in {
+        "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": scripted_server.url + "/v1",
+        "PROPDEX_LLM_API_KEY": SENTINEL_KEY, "PROPDEX_LLM_MODEL": "scripted-model",
+        "PROPDEX_LLM_TIMEOUT": "5", "PROPDEX_LLM_MAX_ATTEMPTS": "2",
+        "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_EMBEDDER": "openai",
+        "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_CHUNK_SIZE": "300",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return scripted_server
+
+
+def _ingest(sources: list[Path], db: Path) -> dict:
+    from flows.ingest import ingest
+
+    return ingest(sources=[str(s) for s in sources], db=str(db))
+
+
+def _rows(db: Path, table: str) -> list[dict]:
+    return lancedb.connect(str(db)).open_table(table).to_arrow().to_pylist()
+
+
+def test_at_most_two_calls_per_chunk(llm_env, tmp_path):
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES, title="The Eiffel Tower")
+    _ingest([pdf], tmp_path / "db")
+    chunks = len(_rows(tmp_path / "db", "chunks"))
+
+    assert chunks >= 3
+    assert (chunks, chunks) == (llm_env.calls("propositions"), llm_env.calls("grading"))
+    assert (1, 1) == (llm_env.calls("title"), llm_env.calls("summary"))
+
+
+def test_prompt_tokens_are_summed_per_document(llm_env, tmp_path):
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    summary = _ingest([pdf], tmp_path / "db")
+    sent = sum(prompt_tokens_of(r.body) for r in llm_env.requests if r.path.endswith("/chat/completions"))
+    document = _rows(tmp_path / "db", "documents")[0]
+
+    assert sent == document["prompt_tokens"]
+    assert sent == summary["totals"]["prompt_tokens"]
+    assert document["llm_calls"] == llm_env.calls()
+
+
+def test_editing_one_page_recalls_only_changed_chunks(llm_env, tmp_path):
+    db = tmp_path / "db"
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    _ingest([pdf], db)
+    before = {c["text"] for c in _rows(db, "chunks")}
+    llm_env.reset()
+
+    make_pdf(pdf, PAGES[:2] + ["The tower is repainted every seven years. Blue paint was never used."])
+    summary = _ingest([pdf], db)
+    changed = [c for c in _rows(db, "chunks") if c["text"] not in before]
+
+    assert ["changed"] == [d["reason"] for d in summary["documents"]]
+    assert 0 < len(changed) < len(before)
+    assert (len(changed), len(changed)) == (llm_env.calls("propositions"), llm_env.calls("grading"))
+
+
+def test_changing_the_grading_model_regrades_without_new_propositions(llm_env, tmp_path, monkeypatch):
+    db = tmp_path / "db"
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    _ingest([pdf], db)
+    chunks = len(_rows(db, "chunks"))
+    llm_env.reset()
+
+    monkeypatch.setenv("PROPDEX_LLM_MODEL_GRADING", "another-grader")
+    summary = _ingest([pdf], db)
+
+    assert ["settings changed"] == [d["reason"] for d in summary["documents"]]
+    assert (0, chunks, 0) == (llm_env.calls("propositions"), llm_env.calls("grading"), llm_env.calls("title"))
+    assert {"another-grader"} == {r.body["model"] for r in llm_env.requests if r.step == "grading"}
+
+
+def test_output_invalid_after_repair_fails_only_that_chunk(llm_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROPDEX_LLM_CONCURRENCY", "1")  # the first chunk gets both bad answers
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    llm_env.script(malformed(), malformed(), step="propositions")
+    _ingest([pdf], tmp_path / "db")
+    chunks = _rows(tmp_path / "db", "chunks")
+    document = _rows(tmp_path / "db", "documents")[0]
+
+    failed = [c for c in chunks if c["prop_error"]]
+    assert 1 == len(failed)
+    assert ("indexed", 1) == (document["status"], document["chunk_failures"])
+    assert not [p for p in _rows(tmp_path / "db", "propositions") if p["chunk_id"] == failed[0]["chunk_id"]]
+
+
+def test_rerun_retries_only_the_failed_chunk(llm_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROPDEX_LLM_CONCURRENCY", "1")
+    db = tmp_path / "db"
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    llm_env.script(malformed(), malformed(), step="propositions")
+    _ingest([pdf], db)
+    llm_env.reset()
+
+    _ingest([pdf], db)
+
+    assert (1, 1) == (llm_env.calls("propositions"), llm_env.calls("grading"))
+    assert 0 == _rows(db, "documents")[0]["chunk_failures"]
+
+
+def test_bad_key_stops_the_run_after_one_request(llm_env, tmp_path, capsys):
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    llm_env.script(*[unauthorized()] * 5)
+
+    code = main(["ingest", str(pdf), "--db", str(tmp_path / "db")])
+    err = capsys.readouterr().err
+
+    assert 3 == code
+    assert 1 == llm_env.calls()
+    assert "401" in err and SENTINEL_KEY not in err
+
+
+def test_server_failing_keeps_the_previous_version_searchable(llm_env, tmp_path):
+    db = tmp_path / "db"
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    _ingest([pdf], db)
+    live_before = {c["chunk_id"] for c in _rows(db, "chunks")}
+    make_pdf(pdf, PAGES[:2] + ["The tower was painted red in 1889."])
+    llm_env.script(*[server_error(500)] * 200)
+
+    summary = _ingest([pdf], db)
+    document = _rows(db, "documents")[0]
+
+    assert ("failed", "llm") == (document["status"], document["error_kind"])
+    assert "failed" == summary["documents"][0]["status"]
+    assert live_before == {c["chunk_id"] for c in _rows(db, "chunks") if c["run_id"] == document["run_id"]}

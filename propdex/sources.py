@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from propdex.errors import PathNotAllowedError
 from propdex.ids import normalise_source
+from propdex.security import check_allowed, check_pattern, is_within, refusal, resolved_roots
 
 SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
 _GLOB_CHARS = set("*?[")
@@ -17,7 +20,10 @@ _GLOB_CHARS = set("*?[")
 class Discovery:
     files: list[str] = field(default_factory=list)  # normalised absolute paths, sorted, unique
     roots: list[str] = field(default_factory=list)  # folders walked: their removed files get pruned
+    patterns: list[str] = field(default_factory=list)  # absolute globs: removed matches get pruned
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
+    missing_files: list[str] = field(default_factory=list)  # plain paths that no longer exist
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): never read
 
 
 def is_supported(path: str | Path) -> bool:
@@ -30,33 +36,47 @@ def _walk(folder: Path) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in filenames:
             if not name.startswith(".") and is_supported(name):
-                found.append(normalise_source(Path(dirpath) / name))
+                found.append(str(Path(dirpath) / name))  # resolved (and checked) by the caller
     return found
 
 
-def discover(arguments: list[str]) -> Discovery:
+def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Discovery:
     """Expand files, folders (walked for .pdf/.txt/.md) and globs.
 
     A file named explicitly is kept whatever its suffix, so that the run reports why it
-    cannot be read instead of silently ignoring it.
+    cannot be read instead of silently ignoring it. With ``allowed_roots``, an argument or
+    a file found under it that resolves outside them is refused before it is listed or read.
     """
     result = Discovery()
     seen: set[str] = set()
+    roots = resolved_roots(allowed_roots or [])
 
-    def add(path: str) -> None:
-        if path not in seen:
+    def add(found: str) -> None:
+        path = normalise_source(found)
+        if roots and not is_within(path, roots):  # a symlink leading out of the roots
+            result.refused.append((found, refusal(found, roots)))
+        elif path not in seen:
             seen.add(path)
             result.files.append(path)
 
     for argument in arguments:
         expanded = os.path.expanduser(argument)
+        try:
+            if _GLOB_CHARS & set(expanded) and not os.path.lexists(expanded):
+                expanded = check_pattern(expanded, roots)
+            else:
+                check_allowed(expanded, roots)
+        except PathNotAllowedError as refused:
+            result.refused.append((argument, refused.reason))
+            continue
         if Path(expanded).is_dir():
             result.roots.append(normalise_source(expanded))
             for path in _walk(Path(expanded)):
                 add(path)
         elif Path(expanded).is_file():
-            add(normalise_source(expanded))
+            add(expanded)
         elif _GLOB_CHARS & set(expanded):
+            result.patterns.append(os.path.abspath(expanded))
             matches = sorted(glob.glob(expanded, recursive=True))
             files = [m for m in matches if Path(m).is_file() and is_supported(m)]
             for folder in (m for m in matches if Path(m).is_dir()):
@@ -64,12 +84,16 @@ def discover(arguments: list[str]) -> Discovery:
             if not files:
                 result.missing.append(argument)
             for path in files:
-                add(normalise_source(path))
+                add(path)
         else:
             result.missing.append(argument)
+            result.missing_files.append(normalise_source(expanded))
     result.files.sort()
     return result
 
 
-def is_under(path: str, roots: list[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+def matches_any(path: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)
+
+
+is_under = is_within  # one definition of "lies under" for pruning and the path policy

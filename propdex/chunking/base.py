@@ -6,6 +6,7 @@ import re
 from abc import ABC, abstractmethod
 
 _WORD_START = re.compile(r"(?<=\s)\S")
+_SPACE = re.compile(r"\s")
 
 
 class Chunker(ABC):
@@ -35,9 +36,36 @@ def trim_span(text: str, start: int, end: int) -> tuple[int, int] | None:
 def overlap_start(text: str, start: int, previous: tuple[int, int], overlap: int) -> int:
     """Where a span beginning at ``start`` begins when it repeats up to ``overlap`` characters
     of the previous span: the first word start in that window, else ``start`` unchanged."""
-    previous_start, previous_end = previous
-    earliest = max(previous_end - overlap, previous_start + 1)
+    previous_start, _ = previous
+    # Measured from ``start``, not from the previous end: the whitespace between two spans
+    # must not let a span grow by more than ``overlap`` characters.
+    earliest = max(start - overlap, previous_start + 1)
     if overlap <= 0 or earliest >= start:
         return start
     match = _WORD_START.search(text, earliest, start)
     return match.start() if match else start
+
+
+def split_oversized(text: str, span: tuple[int, int], limit: int) -> list[tuple[int, int]]:
+    """``span`` cut into trimmed pieces of at most ``limit`` characters, at the last whitespace
+    that fits, or mid-word when a single word is longer than ``limit``.
+
+    chonkie's merge step can glue a short word onto a piece that already fills the window
+    (seen with "000 0 00000000000000 0000." at small sizes), so its chunks are not trusted to fit.
+    """
+    start, end = span
+    pieces: list[tuple[int, int]] = []
+    while end - start > limit:
+        cut = start + limit
+        spaces = [m.start() for m in _SPACE.finditer(text, start + 1, cut + 1)]
+        if spaces:
+            cut = spaces[-1]
+        piece = trim_span(text, start, cut)
+        if piece is not None:
+            pieces.append(piece)
+        rest = trim_span(text, cut, end)
+        if rest is None:
+            return pieces
+        start = rest[0]
+    pieces.append((start, end))
+    return pieces

@@ -8,7 +8,7 @@ the overlap.
 
 from __future__ import annotations
 
-from propdex.chunking.base import Chunker, overlap_start, trim_span
+from propdex.chunking.base import Chunker, overlap_start, split_oversized, trim_span
 
 
 class RecursiveChunker(Chunker):
@@ -37,10 +37,11 @@ class RecursiveChunker(Chunker):
             trimmed = trim_span(text, chunk.start_index, chunk.end_index)
             if trimmed is None:
                 continue
-            if spans and self._merge_fits(spans[-1], trimmed):
-                spans[-1] = (spans[-1][0], trimmed[1])
-            else:
-                spans.append(trimmed)
+            for piece in split_oversized(text, trimmed, self.chunk_size):
+                if spans and self._merge_fits(spans[-1], piece):
+                    spans[-1] = (spans[-1][0], piece[1])
+                else:
+                    spans.append(piece)
         if self.overlap:
             spans = [
                 (overlap_start(text, start, spans[i - 1], self.overlap) if i else start, end)

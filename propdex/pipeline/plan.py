@@ -7,10 +7,12 @@ ledger in the documents table. Its doc_id is stable for its path.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 
 from propdex.ids import doc_id_for, sha256_file
-from propdex.sources import Discovery, is_under
+from propdex.sources import Discovery, is_under, matches_any
 
 
 
@@ -30,16 +32,22 @@ class Plan:
     removed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, source)
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
 
 
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
 ) -> Plan:
-    plan = Plan(fingerprint=fingerprint, missing=list(discovery.missing))
+    plan = Plan(fingerprint=fingerprint, missing=list(discovery.missing),
+                refused=list(discovery.refused))
     by_id = {row["doc_id"]: row for row in ledger}
     for source in discovery.files:
         doc_id = doc_id_for(source)
         try:
+            if not stat.S_ISREG(os.stat(source).st_mode):
+                # A FIFO or device named *.pdf would block the hash (and the run) forever.
+                plan.unreadable.append((source, "not a regular file"))
+                continue
             digest = sha256_file(source)
         except OSError as exc:
             plan.unreadable.append((source, f"cannot read file: {exc.strerror or exc}"))
@@ -63,8 +71,15 @@ def make_plan(
             reason = "retry"
         plan.to_process.append(WorkItem(source, doc_id, digest, reason))
     if prune:
+        # A source leaves the index when the argument that covered it no longer yields it:
+        # a folder it was in, a glob it matched, or its own path named explicitly.
         present = set(discovery.files)
+        gone = set(discovery.missing_files)
         for row in ledger:
-            if row["source"] not in present and is_under(row["source"], discovery.roots):
-                plan.removed.append((row["doc_id"], row["source"]))
+            source = row["source"]
+            if source in present:
+                continue
+            if (source in gone or is_under(source, discovery.roots)
+                    or matches_any(source, discovery.patterns)):
+                plan.removed.append((row["doc_id"], source))
     return plan

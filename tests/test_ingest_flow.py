@@ -198,6 +198,18 @@ def test_status_lists_every_document(ingested, capsys):
     assert {"source", "status", "error", "chunk_count", "proposition_count", "ingested_at"} <= set(rows[0])
 
 
+def test_status_text_shows_hash_last_run_and_error(ingested, capsys):
+    main(["status", "--db", str(ingested["db"])])
+    lines = capsys.readouterr().out.splitlines()
+
+    def line_for(doc: dict) -> list[str]:
+        facts = (doc["source"], doc["content_sha256"][:12], str(doc["last_run_id"] or doc["run_id"]),
+                 doc["status"], doc["error"] or "")
+        return [line for line in lines if all(fact in line for fact in facts)]
+
+    assert [1] * 4 == [len(line_for(doc)) for doc in ingested["tables"]["documents"]]
+
+
 def test_unchanged_rerun_makes_no_calls_and_no_writes(ingested, corpus_dir):
     from flows.ingest import ingest
 

@@ -26,10 +26,17 @@ FIELDS = {
 }
 
 
+def _newest_prompt_file(step: str) -> tuple[int, bytes]:
+    folder = resources.files("propdex.llm") / "prompts"
+    numbers = [int(entry.name.split(".v")[1].removesuffix(".md"))
+               for entry in folder.iterdir() if entry.name.startswith(f"{step}.v")]
+    return max(numbers), (folder / f"{step}.v{max(numbers)}.md").read_bytes()
+
+
 @pytest.mark.parametrize("step", PROMPT_STEPS)
-def test_the_version_carries_the_file_hash(step):
-    raw = (resources.files("propdex.llm") / "prompts" / f"{step}.v1.md").read_bytes()
-    assert f"{step}-v1+{hashlib.sha256(raw).hexdigest()[:8]}" == load_prompt(step).version
+def test_the_newest_file_is_used_and_its_version_carries_the_file_hash(step):
+    number, raw = _newest_prompt_file(step)
+    assert f"{step}-v{number}+{hashlib.sha256(raw).hexdigest()[:8]}" == load_prompt(step).version
 
 
 def test_an_edited_file_gets_another_version():

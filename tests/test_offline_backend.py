@@ -54,7 +54,7 @@ def one_sentence(text: str) -> bool:
 
 def test_prompt_versions_name_every_rule_set(backend):
     expected = {
-        "title": "offline-title-v1",
+        "title": "offline-title-v2",
         "summary": "offline-summary-v1",
         "propositions": "offline-propositions-v1",
         "grading": "offline-grading-v1",
@@ -98,6 +98,24 @@ def test_title_ignores_implausible_hints_and_reads_the_heading_line(backend, hin
 def test_title_from_a_markdown_heading(backend):
     text = "This intro is a plain sentence, not a title.\n\n# Install Guide\n\nRun it."
     assert "Install Guide" == backend.title(text, truncated=False, hint=None).value
+
+
+FILING_COVER = (
+    "FORM 10-Q\nUNITED STATES\nSECURITIES AND EXCHANGE COMMISSION\nWashington, D.C. 20549\n"
+    "QUARTERLY REPORT PURSUANT TO SECTION 13 OR 15(D)\nFOR THE QUARTERLY PERIOD ENDED "
+    "AUGUST 31, 2024\nCommission File No. 1-1234\nAcme Widgets, Inc.\n"
+    "(Exact name of Registrant as specified in its charter)\nDelaware 12-3456789\n"
+)
+
+
+def test_title_of_a_filing_names_registrant_form_and_period(backend):
+    expected = "Acme Widgets, Inc. Form 10-Q, quarterly period ended August 31, 2024"
+    assert expected == backend.title(FILING_COVER, truncated=False, hint=None).value
+
+
+def test_a_form_without_a_registrant_line_is_titled_by_the_usual_rules(backend):
+    text = "Form 8-K Filing Checklist for Small Companies\n\nThis checklist lists the steps."
+    assert "Form 8-K Filing Checklist for Small Companies" == backend.title(text, truncated=False, hint=None).value
 
 
 def test_title_falls_back_to_the_first_sentence_cut_to_twelve_words(backend):

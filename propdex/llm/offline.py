@@ -8,7 +8,7 @@ chunk; ``Usage()`` is returned because nothing is called.
 Rules (each rule set is versioned in ``prompt_versions``; the full rules are in the modules
 of ``propdex.llm.offline_rules``):
 
-title (offline-title-v1)
+title (offline-title-v2)
     The hint (PDF metadata title) when plausible; else the first heading-like line: a
     Markdown heading, or 3-15 mostly capitalised words that are not a page number, URL,
     date, arXiv/DOI id or author list and do not end with a period (a title wrapped over
@@ -43,7 +43,7 @@ from propdex.models import Scores
 from propdex.settings import Settings
 
 PROMPT_VERSIONS = {
-    "title": "offline-title-v1",
+    "title": "offline-title-v2",
     "summary": "offline-summary-v1",
     "propositions": "offline-propositions-v1",
     "grading": "offline-grading-v1",

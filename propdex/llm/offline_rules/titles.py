@@ -1,5 +1,9 @@
-"""Offline title rules (``offline-title-v1``).
+"""Offline title rules (``offline-title-v2``).
 
+0. A regulatory filing's cover page (SEC forms 10-K, 10-Q, 20-F, 8-K...): its first lines are
+   form boilerplate ("FORM 10-K ... SECURITIES AND EXCHANGE COMMISSION"), so the title is
+   built from the registrant's name (the line above "(Exact name of registrant ...)"), the
+   form and the period ("NIKE, Inc. Form 10-K, fiscal year ended May 31, 2023").
 1. The hint (PDF metadata title, Markdown H1) when it is plausible: 2..250 characters, mostly
    letters, not a file name, not "Untitled"/"Microsoft Word - ..." and not a date/URL/id.
 2. Otherwise the first heading-like line among the first lines of the text: a Markdown
@@ -44,6 +48,11 @@ _JUNK_HINT = re.compile(
 _MARKDOWN_HEADING = re.compile(r"^\s*#{1,6}\s+(\S.*)$")
 _AUTHOR_MARK = re.compile(r"[A-Za-z][0-9*†‡§¶]+(?:[,\s]|$)")  # "Morris1," "Vaswani∗"
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[IVX]+\.)\s+\S")
+_FILING_FORM = re.compile(r"\bform\s+(10-K|10-Q|20-F|40-F|8-K|6-K|S-1|F-1)\b", re.IGNORECASE)
+_REGISTRANT_LABEL = re.compile(r"^\(?\s*exact name of (?:the )?registrant", re.IGNORECASE)
+_FILING_PERIOD = re.compile(
+    r"for the (fiscal year|quarterly period) ended\s+([a-z]+\.?\s+\d{1,2},\s*\d{4})", re.IGNORECASE
+)
 
 
 def plausible_hint(hint: str | None) -> str | None:
@@ -116,6 +125,23 @@ def heading_title(text: str) -> str | None:
     return None
 
 
+def filing_title(text: str) -> str | None:
+    head = text[:TITLE_SCAN_CHARS]
+    form = _FILING_FORM.search(head[:1000])
+    if form is None:
+        return None
+    lines = [line for line in (flatten(raw) for raw in head.split("\n")) if line]
+    names = [lines[i - 1] for i in range(1, len(lines)) if _REGISTRANT_LABEL.match(lines[i])]
+    registrant = names[0].strip() if names else ""  # kept whole: "Inc." keeps its period
+    if not registrant or _FILING_FORM.search(registrant):
+        return None
+    title = f"{registrant} Form {form.group(1).upper()}"
+    period = _FILING_PERIOD.search(flatten(head))
+    if period:
+        title += f", {period.group(1).lower()} ended {period.group(2).title()}"
+    return title
+
+
 def fallback_title(text: str) -> str:
     for sentence in block_sentences(text[:3000]):
         if NOT_TITLE.search(sentence) or not any(ch.isalpha() for ch in sentence):
@@ -126,4 +152,4 @@ def fallback_title(text: str) -> str:
 
 
 def make_title(text: str, hint: str | None) -> str:
-    return plausible_hint(hint) or heading_title(text) or fallback_title(text)
+    return plausible_hint(hint) or filing_title(text) or heading_title(text) or fallback_title(text)

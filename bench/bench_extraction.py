@@ -1,10 +1,11 @@
-"""Extraction speed: propdex's extract_document against raw PyMuPDF text extraction.
+"""Extraction speed: propdex's extract_document against raw PyMuPDF and against pypdf.
 
     python bench/bench_extraction.py [PDF ...]
 
-Raw means open + ``page.get_text()`` for every page. Both sides run alternately, ROUNDS
-times per PDF, so machine noise hits them alike; the table gives median pages/s and the
-ratio ours/raw.
+Raw means open + ``page.get_text()`` for every page; pypdf (the usual pure-Python
+alternative, from the ``bench`` extra) means open + ``page.extract_text()`` for every page.
+All sides run alternately, ROUNDS times per PDF, so machine noise hits them alike; the table
+gives median pages/s and the ratios ours/raw and ours/pypdf.
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ def raw_pymupdf(path: Path) -> int:
         return doc.page_count
 
 
+def pypdf_text(path: Path) -> int:
+    try:
+        from pypdf import PdfReader
+    except ImportError as exc:  # optional dependency
+        raise SystemExit(
+            "the pypdf column needs the 'bench' extra: pip install 'propdex[bench]'"
+        ) from exc
+    reader = PdfReader(path)
+    for page in reader.pages:
+        page.extract_text()
+    return len(reader.pages)
+
+
 def ours(path: Path, settings: Settings) -> int:
     return extract_document(path, settings).page_count
 
@@ -48,18 +62,31 @@ def timed(run) -> tuple[float, int]:
     return time.perf_counter() - start, pages
 
 
-def bench(path: Path, settings: Settings) -> tuple[int, float, float]:
-    """Page count and median seconds (raw, ours) after one warm-up of each."""
+def bench(path: Path, settings: Settings) -> tuple[int, float, float, float]:
+    """Page count and median seconds (raw, pypdf, ours) after one warm-up of each."""
     raw_pymupdf(path)
+    pypdf_text(path)
     ours(path, settings)
-    raw_times, our_times = [], []
+    raw_times, pypdf_times, our_times = [], [], []
     pages = 0
     for _ in range(ROUNDS):
         seconds, pages = timed(lambda: raw_pymupdf(path))
         raw_times.append(seconds)
+        seconds, _ = timed(lambda: pypdf_text(path))
+        pypdf_times.append(seconds)
         seconds, _ = timed(lambda: ours(path, settings))
         our_times.append(seconds)
-    return pages, statistics.median(raw_times), statistics.median(our_times)
+    return (pages, statistics.median(raw_times), statistics.median(pypdf_times),
+            statistics.median(our_times))
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def main(argv: list[str]) -> int:
@@ -69,22 +96,26 @@ def main(argv: list[str]) -> int:
         print(f"missing: {', '.join(missing)}", file=sys.stderr)
         return 2
     settings = Settings()
-    print(f"{ROUNDS} rounds each, alternating; pymupdf {pymupdf.VersionBind}\n")
-    print("| PDF | pages | raw pages/s | ours pages/s | ours/raw |")
-    print("|---|---:|---:|---:|---:|")
-    total_pages, total_raw, total_ours = 0, 0.0, 0.0
+    print(f"{ROUNDS} rounds each, alternating; pymupdf {pymupdf.VersionBind}, "
+          f"pypdf {_version('pypdf')}\n")
+    print("| PDF | pages | raw PyMuPDF pages/s | pypdf pages/s | ours pages/s | ours/raw "
+          "| ours/pypdf |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    total_pages, total_raw, total_pypdf, total_ours = 0, 0.0, 0.0, 0.0
     for path in paths:
-        pages, raw_s, our_s = bench(path, settings)
+        pages, raw_s, pypdf_s, our_s = bench(path, settings)
         total_pages += pages
         total_raw += raw_s
+        total_pypdf += pypdf_s
         total_ours += our_s
-        ratio = raw_s / our_s
         print(
-            f"| {path.name} | {pages} | {pages / raw_s:.0f} | {pages / our_s:.0f} | {ratio:.2f} |"
+            f"| {path.name} | {pages} | {pages / raw_s:.0f} | {pages / pypdf_s:.0f} | "
+            f"{pages / our_s:.0f} | {raw_s / our_s:.2f} | {pypdf_s / our_s:.2f} |"
         )
     print(
         f"| **total** | {total_pages} | {total_pages / total_raw:.0f} | "
-        f"{total_pages / total_ours:.0f} | {total_raw / total_ours:.2f} |"
+        f"{total_pages / total_pypdf:.0f} | {total_pages / total_ours:.0f} | "
+        f"{total_raw / total_ours:.2f} | {total_pypdf / total_ours:.2f} |"
     )
     return 0
 

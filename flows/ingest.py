@@ -8,12 +8,17 @@ from prefect import flow
 from prefect.states import Failed
 from prefect.futures import wait
 from prefect.runtime import flow_run
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.parameters import IngestOptions
-from propdex.errors import ExtractionError, LLMConfigurationError, NoTextLayerError, error_kind
+from flows.runners import task_runner_for
+from propdex.deadlines import forget_run
+from propdex.errors import (
+    DocumentTimeoutError, ExtractionError, LLMConfigurationError, NoTextLayerError, StorageError,
+    error_kind,
+)
 from propdex.ids import doc_id_for
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
+from propdex.settings import Settings
 from tasks.documents import embed, extract, propose, split, write_context
 from tasks.index import commit_document, optimize, plan_run, prune, publish_report, record_failures, sweep
 
@@ -31,13 +36,18 @@ def _first_failure(futures) -> BaseException | None:
 
 def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
     status = "skipped" if isinstance(exc, NoTextLayerError) else "failed"
-    reason = exc.reason if isinstance(exc, ExtractionError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, (ExtractionError, DocumentTimeoutError)):
+        reason = exc.reason
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
     return DocumentOutcome(source=item.source, doc_id=item.doc_id, status=status,
                            reason=item.reason, error=reason, error_kind=error_kind(exc))
 
 
 @flow(name="propdex-ingest", log_prints=True,
-      task_runner=ThreadPoolTaskRunner(max_workers=24))
+      # PROPDEX_DASK_ADDRESS picks Dask when the flow is imported (deployments); the CLI's
+      # --dask flag overrides it per run with ingest.with_options(task_runner=...).
+      task_runner=task_runner_for(Settings()))
 def ingest(
     sources: list[str],
     db: str = "propdex-db",
@@ -49,6 +59,14 @@ def ingest(
 
     Only new or changed documents are processed; sources removed from the given folders
     leave the index unless ``prune_removed`` is off; ``force`` re-processes everything.
+
+    Args:
+        sources: Files, folders (walked for .pdf, .txt, .md) and globs to ingest.
+        db: LanceDB folder (or URI) holding the index. A relative path resolves against the
+            run's working directory (the repository, for prefect.yaml deployments).
+        options: Settings for this run; empty fields fall back to PROPDEX_* variables.
+        prune_removed: Remove documents whose files left the given folders or globs.
+        force: Re-process documents even when their bytes and the settings are unchanged.
     """
     started = time.perf_counter()
     settings = options.settings(db)
@@ -68,12 +86,18 @@ def ingest(
         done = commit_document.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
         chains.append((item, [doc, context, chunks, props, vectors, done]))
     wait([future for _, futures in chains for future in futures])
+    forget_run(run_id)
 
     summary = RunSummary(run_id=run_id, db=settings.db_uri, llm=settings.llm_backend,
-                         unchanged=plan.unchanged, missing=plan.missing, swept_rows=swept)
+                         unchanged=plan.unchanged, missing=plan.missing, swept_rows=swept,
+                         refused=plan.refused)
     failures: list[DocumentOutcome] = []
     for item, futures in chains:
         exc = _first_failure(futures)
+        if isinstance(exc, StorageError):
+            # A read-only or full database fails every write that follows: stop with the
+            # reason. Nothing was committed for this document, so its last version stands.
+            raise exc
         if exc is None:
             summary.documents.append(futures[-1].result())
         else:
@@ -96,4 +120,8 @@ def ingest(
     if summary.stopped:
         # Retrying cannot help (bad key, unknown model): the run ends Failed, with its report.
         return Failed(message=f"run stopped: {summary.stopped}", data=summary.to_dict())
+    if summary.refused:
+        # Paths outside the allowed roots were asked for: the run shows Failed in the UI.
+        refused = "; ".join(f"{path}: {reason}" for path, reason in summary.refused)
+        return Failed(message=f"paths refused: {refused}", data=summary.to_dict())
     return summary.to_dict()

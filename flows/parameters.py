@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,12 @@ class IngestOptions(BaseModel):
     llm_model: str | None = Field(None, description="Model for every LLM step.")
     chunk_size: int | None = Field(None, ge=50, description="Target chunk length (characters); default 800.")
     chunk_overlap: int | None = Field(None, ge=0, description="Characters shared with the previous chunk; default 0.")
+    chunker: Literal["fixed", "recursive", "passages", "semantic", "llm"] | None = Field(
+        None, description="Chunking method; default recursive (llm needs an LLM)."
+    )
+    sectioning: bool | None = Field(
+        None, description="Divide documents into titled semantic sections before chunking; default off."
+    )
     threshold: int | None = Field(
         None, ge=1, le=10, description="Minimum grade (1-10) on all four criteria for a proposition to pass; default 7."
     )
@@ -35,3 +41,25 @@ class IngestOptions(BaseModel):
             for name in ("accuracy", "clarity", "completeness", "conciseness"):
                 values[f"threshold_{name}"] = threshold
         return Settings(db=db, **values)
+
+
+Cutoff = Annotated[int, Field(ge=1)]
+
+
+class EvaluateOptions(BaseModel):
+    """Settings of one evaluation run. The embedder comes from PROPDEX_* environment variables
+    and must be the one the index was built with (vectors of two models cannot be compared);
+    the LLM for answer quality too, its key from the environment only."""
+
+    ks: list[Cutoff] = Field([1, 5, 20], min_length=1, description="Cut-offs k of passage-level Recall@k.")
+    budgets: list[Cutoff] = Field(
+        [100, 200, 500], min_length=1, description="Word budgets l of answer recall within the first l retrieved words."
+    )
+    top_k: int = Field(5, ge=1, description="Top units counted as retrieved words and given to the answer writer.")
+    answer_quality: bool = Field(
+        False, description="Write an answer from each unit's top units and grade it 0-10 (needs an LLM)."
+    )
+    llm_model: str | None = Field(None, description="Model that writes and grades answers; default PROPDEX_LLM_MODEL.")
+
+    def settings(self, db: str) -> Settings:
+        return Settings(db=db, **({"llm_model": self.llm_model} if self.llm_model else {}))

@@ -1,9 +1,10 @@
 """The propdex command line.
 
-`ingest` runs the Prefect flow; `search`, `status` and `verify` read LanceDB directly and
+`ingest` and `eval` run Prefect flows; `search`, `status` and `verify` read LanceDB directly and
 never import Prefect (its import and ephemeral server cost 15-25 s on small machines).
 
-Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error;
+Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error (or a
+path refused by allowed_roots);
 3 the run was stopped by an LLM configuration error (bad key, unknown model);
 4 storage error; 5 verify found the index inconsistent.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Sequence
@@ -39,16 +41,49 @@ def _settings(args: argparse.Namespace, **extra):
     return Settings(**values)
 
 
+def _open_index(args: argparse.Namespace):
+    from propdex.store import Index
+
+    settings = _settings(args)
+    return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
+
+
+class _ExpectedFailureFilter(logging.Filter):
+    """Drop the traceback Prefect logs with a task failure propdex raised on purpose (bad
+    input, timeout, LLM fault): the run report states its reason; tracebacks stay for bugs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], PropdexError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def ingest_options(args: argparse.Namespace):
+    """The flow parameters the ingest flags give; a flag left out stays empty, so the
+    PROPDEX_* variable or the default applies."""
+    from flows.parameters import IngestOptions  # pydantic only: no Prefect import
+
+    return IngestOptions(
+        llm=args.llm, llm_model=args.llm_model, chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap, chunker=args.chunker, sectioning=args.sectioning,
+    )
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     _prefect_environment()
     from flows.ingest import ingest
-    from flows.parameters import IngestOptions
 
-    options = IngestOptions(
-        llm=args.llm, llm_model=args.llm_model, chunk_size=args.chunk_size,
-        chunk_overlap=args.chunk_overlap,
-    )
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _ExpectedFailureFilter) for f in logger.filters):
+            logger.addFilter(_ExpectedFailureFilter())
+    options = ingest_options(args)
     settings = options.settings(args.db or _settings(args).db)
+    if args.dask:
+        from flows.runners import task_runner_for
+
+        runner = task_runner_for(settings.model_copy(update={"dask_address": args.dask}))
+        ingest = ingest.with_options(task_runner=runner)
     state = ingest(
         sources=args.paths, db=settings.db, options=options,
         prune_removed=not args.no_prune, force=args.force, return_state=True,
@@ -66,26 +101,29 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         data = dict(summary)
         docs = [DocumentOutcome(**d) for d in data["documents"]]
         fields = {k: data[k] for k in ("run_id", "db", "llm", "unchanged", "removed", "missing",
-                                       "swept_rows", "seconds", "stopped")}
+                                       "swept_rows", "seconds", "stopped", "refused")}
         print(render_markdown(RunSummary(documents=docs, **fields)))
     failed = [d for d in summary["documents"] if d["status"] != "indexed"]
     for doc in failed:
         print(f"propdex: {doc['source']}: {doc['status']}: {doc['error']}", file=sys.stderr)
     for missing in summary["missing"]:
         print(f"propdex: {missing}: no such file, folder or matching glob", file=sys.stderr)
+    for path, reason in summary.get("refused", []):
+        print(f"propdex: {path}: {reason}", file=sys.stderr)
     if summary.get("stopped"):
         print(f"propdex: run stopped: {summary['stopped']}", file=sys.stderr)
         return EXIT_STOPPED
+    if summary.get("refused"):
+        return EXIT_USAGE  # paths outside PROPDEX_ALLOWED_ROOTS: nothing under them was read
     return EXIT_FAILED_DOCS if failed or summary["missing"] else EXIT_OK
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from propdex.runtime import embedder_for
     from propdex.search import search
-    from propdex.store import Index
 
     settings = _settings(args)
-    index = Index.open(settings.db_uri, create=False)
+    index = _open_index(args)
     vector = None if args.mode == "fts" else embedder_for(settings).embed_query(args.query)
     results = search(
         index, args.query, vector, level=args.level, mode=args.mode, k=args.k,
@@ -113,9 +151,7 @@ STATUS_FIELDS = ("source", "status", "error", "chunk_count", "proposition_count"
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from propdex.store import Index
-
-    rows = Index.open(_settings(args).db_uri, create=False).documents()
+    rows = _open_index(args).documents()
     rows = [{k: row.get(k) for k in STATUS_FIELDS} for row in rows]
     if args.json:
         print(json.dumps(rows, indent=2, default=str, ensure_ascii=False))
@@ -124,15 +160,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("the index is empty")
     for row in rows:
         error = f"  ({row['error']})" if row["error"] else ""
+        attempted = str(row["last_attempt_at"] or row["ingested_at"] or "")[:19]
         print(f"{row['status']:8} {row['chunk_count'] or 0:5} chunks {row['proposition_count'] or 0:6} "
-              f"propositions  {row['source']}{error}")
+              f"propositions  sha256 {(row['content_sha256'] or '')[:12]}  last run "
+              f"{row['last_run_id'] or row['run_id']} at {attempted}  {row['source']}{error}")
     return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from propdex.store import Index
-
-    problems = Index.open(_settings(args).db_uri, create=False).verify()
+    problems = _open_index(args).verify()
     for problem in problems:
         print(problem)
     if problems:
@@ -140,6 +176,55 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_INCONSISTENT
     print("index consistent")
     return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from flows.parameters import EvaluateOptions
+    from propdex.evaluation import load_questions
+    from propdex.evaluation.errors import EvaluationError
+    from propdex.evaluation.report import render_markdown
+    from propdex.evaluation.run import prepare
+    from propdex.errors import LLMConfigurationError
+
+    options = EvaluateOptions(ks=args.k, budgets=args.words, top_k=args.top,
+                              answer_quality=args.answers, llm_model=args.llm_model)
+    db = _settings(args).db
+    try:
+        # A bad questions file or a missing extra is reported now, not after Prefect starts.
+        load_questions(args.questions)
+        prepare(db, options.ks, options.budgets, answer_quality=options.answer_quality,
+                settings=options.settings(db))
+    except EvaluationError as exc:
+        print(f"propdex: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _prefect_environment()
+    from flows.evaluate import evaluate
+
+    state = evaluate(questions=os.path.abspath(args.questions), db=db, out=args.out,
+                     options=options, return_state=True)
+    report = state.result(raise_on_failure=False)
+    if isinstance(report, BaseException):
+        print(f"propdex: eval failed: {report}", file=sys.stderr)
+        if isinstance(report, LLMConfigurationError):
+            return EXIT_STOPPED
+        return EXIT_STORAGE if isinstance(report, StorageError) else EXIT_FAILED_DOCS
+    if args.json:
+        print(json.dumps(report, indent=2, default=str, ensure_ascii=False))
+    else:
+        print(render_markdown(report))
+        print("written: " + ", ".join(report["files"].values()))
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    _prefect_environment()
+    from propdex.watch import run_watch
+
+    try:
+        return run_watch(args.folder, db=args.db, debounce_ms=args.debounce_ms)
+    except (PropdexError, NotADirectoryError) as exc:  # no server, no watchfiles, not a folder
+        print(f"propdex: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,10 +241,18 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--llm-model")
     ingest.add_argument("--chunk-size", type=int)
     ingest.add_argument("--chunk-overlap", type=int)
+    ingest.add_argument("--chunker", choices=["fixed", "recursive", "passages", "semantic", "llm"],
+                        help="chunking method (default recursive; llm needs an LLM)")
+    ingest.add_argument("--sectioning", action=argparse.BooleanOptionalAction,
+                        help="divide documents into titled sections before chunking (default off; "
+                             "without an LLM: the outline, headings or heading lines)")
     ingest.add_argument("--no-prune", action="store_true",
                         help="keep documents whose files left the given folders")
     ingest.add_argument("--force", action="store_true", help="re-process unchanged documents")
     ingest.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    ingest.add_argument("--dask", nargs="?", const="local", metavar="ADDRESS",
+                        help="run the tasks on the Dask scheduler at ADDRESS (tcp://host:8786); "
+                             "without ADDRESS, on a local cluster of worker processes")
     ingest.set_defaults(func=cmd_ingest)
 
     search = with_db(commands.add_parser("search", help="search the index"))
@@ -178,6 +271,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = with_db(commands.add_parser("verify", help="check the tables against each other"))
     verify.set_defaults(func=cmd_verify)
+
+    watch = commands.add_parser(
+        "watch", help="emit a propdex.source.changed Prefect event for each changed source file")
+    watch.add_argument("folder", metavar="DIR", help="folder to watch (recursively)")
+    watch.add_argument("--db", help="index the triggered runs write to (default: the deployment's)")
+    watch.add_argument("--debounce-ms", type=int, default=1600,
+                       help="wait this long for changes to settle into one event (default %(default)s)")
+    watch.set_defaults(func=cmd_watch)
+
+    evaluate = with_db(commands.add_parser(
+        "eval", help="compare chunks, headed chunks, sentences and propositions on questions"))
+    evaluate.add_argument("questions", metavar="QUESTIONS.jsonl")
+    evaluate.add_argument("--out", default="propdex-eval",
+                          help="folder for report.md, report.json and recall.png")
+    evaluate.add_argument("-k", type=int, nargs="+", default=[1, 5, 20],
+                          help="cut-offs of passage-level Recall@k (default 1 5 20)")
+    evaluate.add_argument("--words", type=int, nargs="+", default=[100, 200, 500],
+                          help="word budgets of answer recall (default 100 200 500)")
+    evaluate.add_argument("--top", type=int, default=5,
+                          help="top units counted as retrieved words and answered from")
+    evaluate.add_argument("--answers", action="store_true",
+                          help="write and grade answers with the configured LLM (0-10)")
+    evaluate.add_argument("--llm-model", help="model that writes and grades the answers")
+    evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
+    evaluate.set_defaults(func=cmd_eval)
     return parser
 
 

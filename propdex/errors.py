@@ -7,13 +7,20 @@ class PropdexError(Exception):
     """Base class for every error propdex raises on purpose."""
 
 
-class ExtractionError(PropdexError):
-    """A document could not be read; ``reason`` is the short text stored as its status."""
+class DocumentError(PropdexError):
+    """A failure of one document; ``reason`` is the short text stored as its status."""
 
     def __init__(self, source: str, reason: str):
         super().__init__(f"{source}: {reason}")
         self.source = source
         self.reason = reason
+
+    def __reduce__(self):  # Prefect pickles task exceptions; rebuild from both fields
+        return type(self), (self.source, self.reason)
+
+
+class ExtractionError(DocumentError):
+    """A document could not be read."""
 
 
 class EncryptedDocumentError(ExtractionError):
@@ -30,6 +37,14 @@ class DocumentTooLargeError(ExtractionError):
 
 class UnsupportedSourceError(ExtractionError):
     """The path is not a .pdf, .txt or .md file."""
+
+
+class PathNotAllowedError(ExtractionError):
+    """The path resolves outside the allowed roots (directly, through a symlink or ``..``)."""
+
+
+class DocumentTimeoutError(DocumentError, TimeoutError):
+    """A document was not done within document_timeout_s (stuck in extraction or the LLM)."""
 
 
 class SourceNotFoundError(PropdexError):
@@ -55,6 +70,14 @@ class StorageError(PropdexError):
 
 class IndexInconsistentError(PropdexError):
     """``verify`` found the tables disagreeing with each other or with the documents ledger."""
+
+
+class WatchUnavailableError(PropdexError):
+    """`propdex watch` needs the optional `watchfiles` dependency (the `watch` extra)."""
+
+
+class NoPrefectServerError(PropdexError):
+    """No PREFECT_API_URL is configured, so events would reach no server."""
 
 
 def error_kind(exc: BaseException) -> str:

@@ -100,6 +100,14 @@ class Chunk:
         return f"{self.header}\n\n{self.text}" if self.header else self.text
 
 
+@dataclass
+class DocumentChunks:
+    """The chunking stage's outcome for one document."""
+
+    chunks: list[Chunk]
+    usage: Usage = field(default_factory=Usage)  # LLM calls of the llm chunker and of sectioning
+
+
 @dataclass(frozen=True)
 class Scores:
     accuracy: int

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
 PIPELINE_VERSION = "1"
@@ -27,6 +27,22 @@ class Settings(BaseSettings):
     cache_dir: str | None = Field(
         None, description="Folder for the content-addressed LLM/embedding cache; default DB/_cache."
     )
+    # S3-compatible object storage, used when db is an s3://bucket/path URI. Empty fields
+    # leave LanceDB to its own defaults (AWS_* variables, instance credentials).
+    storage_endpoint: str | None = Field(
+        None, description="Object-store endpoint URL (MinIO, Ceph, R2...); empty = AWS S3."
+    )
+    storage_region: str | None = Field(None, description="Object-store region.")
+    storage_access_key_id: str | None = Field(None, description="Object-store access key id.")
+    storage_secret_access_key: SecretStr | None = Field(None, description="Object-store secret key.")
+    storage_allow_http: bool = Field(False, description="Allow a plain-http endpoint.")
+
+    # Scale-out: where a run's tasks execute
+    dask_address: str | None = Field(
+        None, description="Dask scheduler address (tcp://host:8786); 'local' starts a "
+        "LocalCluster on this machine; empty = threads in the flow's process."
+    )
+    dask_workers: int = Field(2, ge=1, description="Worker processes of a local Dask cluster.")
 
     # LLM backend
     llm: Literal["offline", "openai"] | None = Field(
@@ -54,9 +70,27 @@ class Settings(BaseSettings):
     summary_prefix_tokens: int = Field(8000, ge=100)
 
     # Chunking
-    chunker: Literal["recursive"] = "recursive"
+    chunker: Literal["fixed", "recursive", "passages", "semantic", "llm"] = Field(
+        "recursive", description="How text is split into chunks (see README, Chunkers)."
+    )
     chunk_size: int = Field(800, ge=50, description="Target chunk length in characters.")
     chunk_overlap: int = Field(0, ge=0, description="Characters shared with the previous chunk.")
+    semantic_threshold: float = Field(
+        0.25, ge=-1, le=1,
+        description="semantic chunker: a new chunk starts where the cosine similarity of neighbouring sentences drops below this.",
+    )
+    llm_chunk_window: int = Field(
+        4000, ge=500, description="llm chunker: characters the LLM copies per request."
+    )
+    llm_chunk_window_overlap: int = Field(
+        400, ge=0, description="llm chunker: characters shared by neighbouring windows."
+    )
+    llm_chunk_logprobs: bool = Field(
+        False, description="llm chunker: score the split marker from prompt log-probabilities (/v1/completions with echo) instead of generating a copy.",
+    )
+    sectioning: bool = Field(
+        False, description="Semantic sectioning: the LLM divides each document into titled sections (offline: the outline and headings).",
+    )
 
     # Propositions and grading
     min_propositions: int = Field(1, ge=0)
@@ -81,6 +115,28 @@ class Settings(BaseSettings):
     max_file_mb: float = Field(200.0, gt=0)
     max_pages: int = Field(5000, ge=1)
     document_concurrency: int = Field(4, ge=1, description="Documents processed at once.")
+    document_timeout_s: float = Field(
+        3600.0, ge=0, description="Seconds a document may take from its first stage; 0 = no limit."
+    )
+    extract_memory_mb: int = Field(
+        2048, ge=64, description="Memory (address space) a PDF's extraction process may add."
+    )
+    # Security: every file read must resolve under one of these folders; empty = anywhere
+    # (the CLI's default). Deployments set PROPDEX_ALLOWED_ROOTS in their job variables;
+    # it is deliberately not an IngestOptions field, so a run form cannot widen it.
+    allowed_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Folders runs may read under (JSON list or comma-separated)."
+    )
+
+    @field_validator("allowed_roots", mode="before")
+    @classmethod
+    def _roots_from_text(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
 
     @field_validator("chunk_overlap")
     @classmethod
@@ -89,6 +145,23 @@ class Settings(BaseSettings):
         if v >= size:
             raise ValueError(f"chunk_overlap ({v}) must be smaller than chunk_size ({size})")
         return v
+
+    @field_validator("llm_chunk_window_overlap")
+    @classmethod
+    def _window_overlap_below_half(cls, v: int, info) -> int:
+        window = info.data.get("llm_chunk_window", 4000)
+        if v * 2 >= window:
+            raise ValueError(f"llm_chunk_window_overlap ({v}) must be under half of llm_chunk_window ({window})")
+        return v
+
+    @model_validator(mode="after")
+    def _llm_chunker_needs_llm(self) -> Settings:
+        if self.chunker == "llm" and self.llm_backend == "offline":
+            raise ValueError(
+                "chunker 'llm' needs an LLM: set PROPDEX_LLM_BASE_URL (or llm='openai'); "
+                "the offline backend cannot copy text"
+            )
+        return self
 
     # Derived values -----------------------------------------------------------
     @property
@@ -122,6 +195,20 @@ class Settings(BaseSettings):
         return str(Path(self.db).expanduser().resolve())
 
     @property
+    def storage_options(self) -> dict[str, str] | None:
+        """LanceDB ``storage_options`` for an object-store db; None when nothing is set."""
+        secret = self.storage_secret_access_key
+        options = {
+            "endpoint": self.storage_endpoint,
+            "region": self.storage_region,
+            "aws_access_key_id": self.storage_access_key_id,
+            "aws_secret_access_key": secret.get_secret_value() if secret else None,
+            "allow_http": "true" if self.storage_allow_http else None,
+        }
+        options = {k: v for k, v in options.items() if v is not None}
+        return options or None
+
+    @property
     def cache_path(self) -> Path:
         if self.cache_dir:
             return Path(self.cache_dir).expanduser().resolve()
@@ -150,5 +237,22 @@ class Settings(BaseSettings):
             "prefix": [self.title_prefix_tokens, self.summary_prefix_tokens],
             "embed": [self.embedder, self.embed_model_name],
         }
+        relevant.update(self._chunking_fingerprint())
         blob = json.dumps(relevant, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    def _chunking_fingerprint(self) -> dict[str, object]:
+        """The settings of the chosen chunker and of sectioning; empty for the defaults, so
+        indexes built before these settings existed keep their fingerprint."""
+        from propdex.llm.prompts import load_prompt  # prompts import nothing from here
+
+        extra: dict[str, object] = {}
+        if self.chunker == "semantic":
+            extra["semantic"] = [self.semantic_threshold, self.embedder, self.embed_model_name]
+        if self.chunker == "llm":
+            step = "llm_chunk_logprobs" if self.llm_chunk_logprobs else "llm_chunk"
+            extra["llm_chunk"] = [self.llm_chunk_window, self.llm_chunk_window_overlap,
+                                  load_prompt(step).version]
+        if self.sectioning:
+            extra["sectioning"] = load_prompt("sectioning").version if self.llm_backend == "openai" else "outline-v1"
+        return extra

@@ -18,15 +18,12 @@ Cloud); without one there is nobody to deliver them to, so watching refuses to s
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
-from propdex.errors import PropdexError
+from propdex.errors import NoPrefectServerError, WatchUnavailableError
 from propdex.ids import normalise_source
 from propdex.sources import is_supported
 
@@ -35,16 +32,6 @@ SOURCE_RESOURCE_PREFIX = "propdex.source."
 DEFAULT_DEBOUNCE_MS = 1600  # an editor's save or a file copy settles into one event
 
 ChangeKind = Literal["added", "modified", "deleted"]
-
-logger = logging.getLogger("propdex.watch")
-
-
-class WatchUnavailableError(PropdexError):
-    """The optional `watchfiles` dependency is not installed."""
-
-
-class NoPrefectServerError(PropdexError):
-    """No PREFECT_API_URL is configured, so events would reach no server."""
 
 
 def source_resource_id(source: str | Path) -> str:
@@ -163,14 +150,6 @@ def watch(
                 on_change(source, change)
 
 
-def add_watch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The arguments of `propdex watch` except --db (the CLI adds it to every command)."""
-    parser.add_argument("folder", metavar="DIR", help="folder to watch (recursively)")
-    parser.add_argument("--debounce-ms", type=int, default=DEFAULT_DEBOUNCE_MS,
-                        help="wait this long for changes to settle (default %(default)s)")
-    return parser
-
-
 def run_watch(folder: str, *, db: str | None = None, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> int:
     """`propdex watch DIR`: prints one line per event; returns the exit code."""
     url = require_prefect_server()
@@ -188,22 +167,3 @@ def run_watch(folder: str, *, db: str | None = None, debounce_ms: int = DEFAULT_
 
     EventsWorker.drain_all()
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="propdex watch",
-        description="Emit a propdex.source.changed Prefect event for each changed source file.",
-    )
-    add_watch_arguments(parser)
-    parser.add_argument("--db", help="index the triggered runs write to (default: the deployment's)")
-    args = parser.parse_args(argv)
-    try:
-        return run_watch(args.folder, db=args.db, debounce_ms=args.debounce_ms)
-    except (PropdexError, NotADirectoryError) as exc:
-        print(f"propdex: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,10 +11,12 @@ from datetime import timedelta
 
 import numpy as np
 from prefect import task
+from prefect.runtime import flow_run
 
-from propdex.chunking import chunk_document
-from propdex.extract import extract_document
-from propdex.models import Chunk, ChunkPropositions, DocumentContext, ExtractedDocument, Usage
+from propdex.chunking import chunk_and_count
+from propdex.deadlines import deadline_for, document_deadline
+from propdex.extract.isolated import extract_isolated
+from propdex.models import ChunkPropositions, DocumentChunks, DocumentContext, ExtractedDocument, Usage
 from propdex.pipeline.context import attach_headers, document_context
 from propdex.pipeline.embedding import embed_with_cache
 from propdex.pipeline.plan import WorkItem
@@ -44,33 +46,43 @@ class Embeddings:
     computed: int  # texts actually embedded; the rest came from the cache
 
 
+def _deadline(document: WorkItem | ExtractedDocument, settings: Settings):
+    """The document's deadline in this flow run (started by its first stage)."""
+    run_key = flow_run.get_id() or "local"
+    return deadline_for(run_key, document.doc_id, document.source, settings.document_timeout_s)
+
+
 @task(name="extract", retries=0, **CACHED)
 def extract(item: WorkItem, settings: Settings, fingerprint: str, salt: str = "") -> ExtractedDocument:
-    # Bad input is permanent: no retries.
-    with stage_timer(item.doc_id, "extract"):
-        return extract_document(item.source, settings)
+    # Bad input is permanent: no retries. A worker process runs PyMuPDF, killed at the deadline.
+    deadline = _deadline(item, settings)
+    with stage_timer(item.doc_id, "extract"), document_deadline(deadline, "extraction"):
+        return extract_isolated(item.source, settings, deadline)
 
 
 @task(name="document-context", retries=2, retry_delay_seconds=[2, 10],
       retry_condition_fn=retry_transient, **CACHED)
 def write_context(doc: ExtractedDocument, settings: Settings, fingerprint: str, salt: str = "") -> DocumentContext:
-    with stage_timer(doc.doc_id, "context"):
+    with stage_timer(doc.doc_id, "context"), document_deadline(_deadline(doc, settings), "title and summary"):
         return document_context(doc, backend_for(settings), cache_for(settings), settings)
 
 
 @task(name="chunk", retries=0, **CACHED)
-def split(doc: ExtractedDocument, context: DocumentContext, settings: Settings, fingerprint: str, salt: str = "") -> list[Chunk]:
-    with stage_timer(doc.doc_id, "chunk"):
-        return attach_headers(chunk_document(doc, settings), context)
+def split(doc: ExtractedDocument, context: DocumentContext, settings: Settings, fingerprint: str, salt: str = "") -> DocumentChunks:
+    # The llm chunker and LLM sectioning call the server: they run against the deadline too.
+    with stage_timer(doc.doc_id, "chunk"), document_deadline(_deadline(doc, settings), "chunking"):
+        chunked = chunk_and_count(doc, settings)
+    attach_headers(chunked.chunks, context)
+    return chunked
 
 
 @task(name="propositions", retries=1, retry_delay_seconds=5,
       retry_condition_fn=retry_transient, **CACHED)
-def propose(doc: ExtractedDocument, chunks: list[Chunk], context: DocumentContext,
+def propose(doc: ExtractedDocument, chunks: DocumentChunks, context: DocumentContext,
             settings: Settings, fingerprint: str, salt: str = "") -> Propositions:
-    with stage_timer(doc.doc_id, "propositions"):
+    with stage_timer(doc.doc_id, "propositions"), document_deadline(_deadline(doc, settings), "propositions"):
         outcomes = propositions_for_document(
-            chunks, context, backend_for(settings), cache_for(settings), settings,
+            chunks.chunks, context, backend_for(settings), cache_for(settings), settings,
             llm_pool(settings),
         )
     return Propositions(outcomes, sum((o.usage for o in outcomes), Usage()))
@@ -78,12 +90,12 @@ def propose(doc: ExtractedDocument, chunks: list[Chunk], context: DocumentContex
 
 @task(name="embed", retries=2, retry_delay_seconds=[2, 10],
       retry_condition_fn=retry_transient, **CACHED)
-def embed(doc: ExtractedDocument, chunks: list[Chunk], propositions: Propositions,
+def embed(doc: ExtractedDocument, chunks: DocumentChunks, propositions: Propositions,
           settings: Settings, fingerprint: str, salt: str = "") -> Embeddings:
     embedder, cache = embedder_for(settings), cache_for(settings)
-    with stage_timer(doc.doc_id, "embed"):
+    with stage_timer(doc.doc_id, "embed"), document_deadline(_deadline(doc, settings), "embedding"):
         chunk_vectors, computed_chunks = embed_with_cache(
-            [c.embed_text for c in chunks], embedder, cache, settings.embed_batch_size
+            [c.embed_text for c in chunks.chunks], embedder, cache, settings.embed_batch_size
         )
         prop_texts = [p.text for o in propositions.outcomes for p in o.propositions]
         prop_vectors, computed_props = embed_with_cache(

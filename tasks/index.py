@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from propdex.models import ChunkPropositions, Usage
+from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.pipeline.plan import Plan, WorkItem, make_plan
 from propdex.pipeline.report import render_markdown
@@ -19,32 +19,39 @@ from tasks.documents import Embeddings, Propositions
 from tasks.policies import retry_transient
 
 
+def open_index(settings: Settings, **options) -> Index:
+    """The run's index, with the object-store options the settings give (if any)."""
+    return Index.open(settings.db_uri, storage_options=settings.storage_options, **options)
+
+
 @task(name="plan", retries=0)
 def plan_run(sources: list[str], settings: Settings, force: bool, prune: bool) -> Plan:
     """Discover the sources and compare them with the ledger (content hash + fingerprint)."""
     fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
-    ledger = Index.open(settings.db_uri, create=False).documents()
-    return make_plan(discover(sources), ledger, fingerprint, force=force, prune=prune)
+    ledger = open_index(settings, create=False).documents()
+    return make_plan(discover(sources, settings.allowed_roots), ledger, fingerprint,
+                     force=force, prune=prune)
 
 
 @task(name="sweep-uncommitted", retries=2, retry_condition_fn=retry_transient)
 def sweep(settings: Settings) -> int:
     """Remove rows a crashed run appended but never committed (reads already ignore them)."""
-    return Index.open(settings.db_uri, create=False).sweep_uncommitted()
+    return open_index(settings, create=False).sweep_uncommitted()
 
 
 @task(name="commit", retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_transient)
 def commit_document(
-    item: WorkItem, doc, context, chunks, propositions: Propositions, embeddings: Embeddings,
-    settings: Settings, fingerprint: str, run_id: str,
+    item: WorkItem, doc, context, chunked: DocumentChunks, propositions: Propositions,
+    embeddings: Embeddings, settings: Settings, fingerprint: str, run_id: str,
 ) -> DocumentOutcome:
     """Replace the document's rows atomically; the documents row is committed last."""
     versions = backend_for(settings).prompt_versions()
     outcomes: list[ChunkPropositions] = propositions.outcomes
-    usage: Usage = context.usage + propositions.usage
+    chunks = chunked.chunks
+    usage: Usage = context.usage + chunked.usage + propositions.usage
     row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id, usage)
     dim = int(embeddings.chunk_vectors.shape[1])
-    Index.open(settings.db_uri, dim=dim).replace_document(
+    open_index(settings, dim=dim).replace_document(
         row,
         chunk_rows(doc, chunks, outcomes, embeddings.chunk_vectors, settings, run_id),
         proposition_rows(doc, chunks, outcomes, embeddings.prop_vectors, settings,
@@ -66,7 +73,7 @@ def commit_document(
 def record_failures(failures: list[DocumentOutcome], settings: Settings, fingerprint: str,
                     run_id: str, hashes: dict[str, str]) -> None:
     """Store each failure's status and reason; a previously indexed version stays searchable."""
-    index = Index.open(settings.db_uri)  # the documents table needs no vector dimension
+    index = open_index(settings)  # the documents table needs no vector dimension
     for outcome in failures:
         index.record_failure(failure_row(
             outcome.source, outcome.doc_id, hashes.get(outcome.doc_id, ""), outcome.status,
@@ -78,14 +85,14 @@ def record_failures(failures: list[DocumentOutcome], settings: Settings, fingerp
 def prune(removed: list[tuple[str, str]], settings: Settings) -> list[str]:
     """Sources that left the folders a run was given leave the index."""
     if removed:
-        Index.open(settings.db_uri, create=False).delete_documents([d for d, _ in removed])
+        open_index(settings, create=False).delete_documents([d for d, _ in removed])
     return [source for _, source in removed]
 
 
 @task(name="optimize-index", retries=1, retry_condition_fn=retry_transient)
 def optimize(settings: Settings) -> None:
     """Refresh full-text indexes over new rows; build a vector index once tables are large."""
-    Index.open(settings.db_uri, create=False).optimize()
+    open_index(settings, create=False).optimize()
 
 
 @task(name="publish-report")

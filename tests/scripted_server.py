@@ -1,13 +1,17 @@
 """A scripted OpenAI-compatible HTTP server for tests and benchmarks.
 
-It serves POST /v1/chat/completions, POST /v1/embeddings and GET /v1/models on 127.0.0.1 at a
+It serves POST /v1/chat/completions, POST /v1/embeddings, POST /v1/completions (legacy text
+completions with echo and prompt log-probabilities) and GET /v1/models on 127.0.0.1 at a
 free port, from a background thread, each connection in its own thread. Without a script it
 answers every propdex prompt validly (so the whole pipeline can run against it):
 
 - propositions: the sentences of the <content> block;
 - grading: 8 on every criterion for every "[i]" line of the <propositions> block;
 - title: the first line of the <document> block; summary: its first sentence;
-- embeddings: deterministic vectors from a hash of each text (not normalised).
+- embeddings: deterministic vectors from a hash of each text (not normalised);
+- llm_chunk: the <document> block copied with the split marker at each paragraph start;
+  sectioning: one section over every numbered line;
+- /v1/completions: the prompt echoed and scored token by token (see ``prompt_scorer``).
 
 ``script(...)`` queues actions that the next requests consume, to shape an answer or inject a
 fault: latency, 429 with Retry-After, 5xx, a hang past the client timeout, malformed,
@@ -40,6 +44,7 @@ import numpy as np
 
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
+COMPLETIONS_PATH = "/v1/completions"  # legacy text completions: echo + prompt logprobs
 MODELS_PATH = "/v1/models"
 DEFAULT_MODEL = "scripted-model"
 DEFAULT_GRADE = 8
@@ -50,11 +55,17 @@ _STEP_MARKERS = (
     ('{"propositions"', "propositions"),
     ('{"summary"', "summary"),
     ('{"title"', "title"),
+    ('{"sections"', "sectioning"),
+    ("insert the split marker", "llm_chunk"),
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _NUMBERED_LINE = re.compile(r"^\s*\[(\d+)\]", re.MULTILINE)
 
 # A responder turns (step, request body) into answer content, or None to defer to the default.
+# A prompt scorer gives extra top log-probabilities (token -> logprob) at a character offset
+# of a /v1/completions prompt: a test's stand-in for a model that wants a token there.
+PromptScorer = Callable[[str, int], dict[str, float]]
+_PROMPT_TOKEN = re.compile(r"\s*\S+|\s+")
 Responder = Callable[[str | None, dict[str, Any]], str | None]
 
 
@@ -209,6 +220,13 @@ def default_answer(step: str | None, body: dict[str, Any]) -> str:
         found = sentences(block(user, "document"))
         summary = found[0][:300] if found else "A short document."
         return json.dumps({"summary": summary})
+    if step == "llm_chunk":  # the document copied, a split marker at each paragraph start
+        return re.sub(r"\n[ \t]*\n\s*", lambda m: m.group(0) + "段", block(user, "document"))
+    if step == "sectioning":  # one section over every numbered line
+        numbers = [int(n) for n in _NUMBERED_LINE.findall(block(user, "document"))]
+        section = {"title": "Whole text", "start_line": min(numbers, default=0),
+                   "end_line": max(numbers, default=0)}
+        return json.dumps({"sections": [section]})
     return "OK"
 
 
@@ -307,13 +325,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             body = None
         path = self.path.rstrip("/")
-        step = "embeddings" if path == EMBEDDINGS_PATH else (step_of(body) if body else None)
+        step = {EMBEDDINGS_PATH: "embeddings", COMPLETIONS_PATH: "completions"}.get(
+            path, step_of(body) if body else None)
         record = scripted._record("POST", path, body, self._headers(), step)
         if body is None:
             record.status = 400
             self._send_error(400, "body is not JSON", "invalid_request_error")
             return
-        if path not in (CHAT_PATH, EMBEDDINGS_PATH):
+        if path not in (CHAT_PATH, EMBEDDINGS_PATH, COMPLETIONS_PATH):
             record.status = 404
             self._send_error(404, f"no route {path}", "not_found")
             return
@@ -338,6 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if path == EMBEDDINGS_PATH:
                 payload = scripted._embeddings(body)
+            elif path == COMPLETIONS_PATH:
+                payload = scripted._text_completion(body, action)
             else:
                 payload = scripted._completion(step, body, action)
             record.status = 200
@@ -373,11 +394,13 @@ class ScriptedServer:
         embed_dim: int = 384,
         models: tuple[str, ...] = (DEFAULT_MODEL,),
         responder: Responder | None = None,
+        prompt_scorer: PromptScorer | None = None,
     ):
         self.latency_ms = latency_ms  # added to every POST
         self.embed_dim = embed_dim
         self.models = models
         self.responder = responder
+        self.prompt_scorer = prompt_scorer
         self._lock = threading.Lock()
         self._queues: dict[str | None, deque[Action]] = {}
         self._requests: list[RecordedRequest] = []
@@ -502,6 +525,35 @@ class ScriptedServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+    def _text_completion(self, body: dict[str, Any], action: Action) -> dict[str, Any]:
+        """A legacy completion: ``action.content`` (default "") as the generated text; with
+        ``echo`` the prompt is returned too and, with ``logprobs``, scored token by token
+        (whitespace joins the word after it; every token -0.01, plus the prompt scorer's)."""
+        prompt = body.get("prompt") or ""
+        prompt = prompt if isinstance(prompt, str) else "".join(map(str, prompt))
+        generated = action.content or ""
+        echo = bool(body.get("echo"))
+        logprobs = None
+        if body.get("logprobs") is not None:
+            pieces = [(m.group(0), m.start()) for m in _PROMPT_TOKEN.finditer(prompt)] if echo else []
+            if generated:
+                pieces.append((generated, len(prompt) if echo else 0))
+            top = []
+            for token, offset in pieces:
+                alternatives = {token: -0.01}
+                if self.prompt_scorer and offset < len(prompt):
+                    alternatives.update(self.prompt_scorer(prompt, offset))
+                top.append(alternatives)
+            logprobs = {"tokens": [t for t, _ in pieces], "token_logprobs": [-0.01] * len(pieces),
+                        "top_logprobs": top, "text_offset": [o for _, o in pieces]}
+        choice = {"index": 0, "text": (prompt if echo else "") + generated, "logprobs": logprobs,
+                  "finish_reason": "length"}
+        tokens = (estimate_tokens(prompt), estimate_tokens(generated))
+        usage = dict(zip(("prompt_tokens", "completion_tokens"), tokens), total_tokens=sum(tokens))
+        return {"id": f"cmpl-scripted-{next(self._ids)}", "object": "text_completion",
+                "created": int(time.time()), "model": body.get("model", DEFAULT_MODEL),
+                "choices": [choice], "usage": usage}
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
         texts = body.get("input", [])

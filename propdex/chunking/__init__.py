@@ -7,15 +7,35 @@ from itertools import pairwise
 from propdex import ids
 from propdex.chunking.base import Chunker
 from propdex.chunking.recursive import RecursiveChunker
-from propdex.models import Chunk, ExtractedDocument
+from propdex.models import Chunk, DocumentChunks, ExtractedDocument, Usage
 from propdex.settings import Settings
 
-__all__ = ["Chunker", "RecursiveChunker", "chunk_document", "document_spans", "make_chunker"]
+__all__ = ["Chunker", "RecursiveChunker", "chunk_and_count", "chunk_document", "document_spans",
+           "make_chunker"]
 
 
 def make_chunker(settings: Settings) -> Chunker:
+    # Imported per method: semantic loads the embedder, llm the openai client.
     if settings.chunker == "recursive":
         return RecursiveChunker(chunk_size=settings.chunk_size, overlap=settings.chunk_overlap)
+    if settings.chunker == "fixed":
+        from propdex.chunking.fixed import FixedChunker
+
+        return FixedChunker(chunk_size=settings.chunk_size, overlap=settings.chunk_overlap)
+    if settings.chunker == "passages":
+        from propdex.chunking.passages import PassageChunker
+
+        return PassageChunker(max_chars=settings.chunk_size)
+    if settings.chunker == "semantic":
+        from propdex.chunking.semantic import SemanticChunker
+        from propdex.embed import make_embedder
+
+        return SemanticChunker(make_embedder(settings), settings.semantic_threshold,
+                               settings.chunk_size)
+    if settings.chunker == "llm":
+        from propdex.chunking.llm import LLMChunker
+
+        return LLMChunker(settings)
     raise ValueError(f"unknown chunker: {settings.chunker!r}")
 
 
@@ -37,8 +57,20 @@ def document_spans(doc: ExtractedDocument, chunker: Chunker) -> list[tuple[int, 
 
 def chunk_document(doc: ExtractedDocument, settings: Settings) -> list[Chunk]:
     """Chunks of ``doc.text`` in order, with pages, section and a stable id; headers empty."""
+    return chunk_and_count(doc, settings).chunks
+
+
+def chunk_and_count(doc: ExtractedDocument, settings: Settings) -> DocumentChunks:
+    """``chunk_document``'s chunks and the LLM usage of sectioning and chunking, which the
+    document's llm_calls and token counts include."""
+    usage = Usage()
+    if settings.sectioning:
+        from propdex.sectioning import section_document
+
+        doc, usage = section_document(doc, settings)
     chunks = []
-    spans = document_spans(doc, make_chunker(settings))
+    chunker = make_chunker(settings)
+    spans = document_spans(doc, chunker)
     for ordinal, (start, end) in enumerate(spans):
         page_start, page_end = doc.pages_for(start, end)
         chunks.append(
@@ -54,4 +86,4 @@ def chunk_document(doc: ExtractedDocument, settings: Settings) -> list[Chunk]:
                 section=doc.section_at(start),
             )
         )
-    return chunks
+    return DocumentChunks(chunks, usage + chunker.usage)

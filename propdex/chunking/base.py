@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 
+from propdex.models import Usage
+
 _WORD_START = re.compile(r"(?<=\s)\S")
 _SPACE = re.compile(r"\s")
 
@@ -17,6 +19,9 @@ class Chunker(ABC):
     character lies in some span; with no overlap, spans do not overlap; with overlap, a span
     starts at most ``overlap`` characters before the previous span's end, at a word start.
     """
+
+    # LLM calls and tokens spent by ``split`` so far (only the llm chunker spends any).
+    usage: Usage = Usage()
 
     @abstractmethod
     def split(self, text: str) -> list[tuple[int, int]]: ...

@@ -16,6 +16,7 @@ from propdex import ids
 from propdex.errors import DocumentTooLargeError, ExtractionError, UnsupportedSourceError
 from propdex.extract.text import extract_markdown, extract_plain_text
 from propdex.models import ExtractedDocument, PageSpan
+from propdex.security import check_allowed
 from propdex.settings import Settings
 
 SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
@@ -27,6 +28,8 @@ __all__ = ["SUPPORTED_SUFFIXES", "extract_document"]
 
 def extract_document(path: str | os.PathLike[str], settings: Settings) -> ExtractedDocument:
     source = ids.normalise_source(path)
+    # Again at the last moment: the file may have become a symlink since it was discovered.
+    check_allowed(source, settings.allowed_roots)
     file_path = Path(source)
     suffix = file_path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
+from propdex.deadlines import current_deadline
 from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
 from propdex.llm.limits import RequestLimiter, limiter_for
 from propdex.llm.schemas import strict_json_schema
@@ -389,9 +390,13 @@ class LLMClient:
         }
         if self.settings.llm_json_schema:
             request["response_format"] = response_format(step, schema_model)
+        deadline = current_deadline()  # the document's time limit, when one is set
 
         def send() -> Any:
             with self.limiter.slot():
+                if deadline is not None:  # no attempt starts after it; none outlives it
+                    deadline.check(f"{step} request")
+                    request["timeout"] = min(self.settings.llm_timeout, deadline.remaining())
                 return read_response(lambda: self._client.chat.completions.create(**request))
 
         return call_with_retries(

@@ -164,3 +164,24 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     visit(schema)
     return schema
+
+
+class SectionSpan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    start_line: int
+    end_line: int
+
+    @field_validator("title", mode="before")
+    @classmethod
+    def _clean(cls, value: Any) -> Any:
+        return _one_line(value).strip("\"'") if isinstance(value, str) else value
+
+
+class SectionsAnswer(BaseModel):
+    """Semantic sections by line number. Only the shape is checked here: order, overlaps,
+    gaps and tiny sections are repaired by ``propdex.sectioning.guards`` (a model that
+    returns imperfect sections still says something useful about the document)."""
+
+    model_config = ConfigDict(extra="forbid")
+    sections: Annotated[list[SectionSpan], Field(min_length=1)]

@@ -37,6 +37,7 @@ class RunSummary:
     swept_rows: int = 0
     seconds: float = 0.0
     stopped: str | None = None  # a configuration error that stopped the run
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
 
     @property
     def failed(self) -> list[DocumentOutcome]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from propdex.cache import ResultCache, cache_key
+from propdex.deadlines import current_deadline, submit_with_deadline
 from propdex.errors import LLMOutputError
 from propdex.llm.client import error_usage
 from propdex.ids import prop_id_for
@@ -94,12 +95,16 @@ def propositions_for_document(
     results: dict[str, ChunkPropositions] = {}
     by_future: dict[Future, tuple[str, Chunk]] = {}
     for chunk in chunks:
-        future = pool.submit(_extract, chunk, title, backend, cache, settings)
+        future = submit_with_deadline(pool, _extract, chunk, title, backend, cache, settings)
         by_future[future] = ("extract", chunk)
     pending = set(by_future)
+    deadline = current_deadline()
     try:
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            timeout = max(0.0, deadline.remaining()) if deadline is not None else None
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done and deadline is not None:  # calls still running are cut by their timeout
+                raise deadline.expired("propositions")
             for future in done:
                 stage, chunk = by_future.pop(future)
                 try:
@@ -112,7 +117,8 @@ def propositions_for_document(
                 usage[chunk.chunk_id] += spent
                 if stage == "extract":
                     texts[chunk.chunk_id] = value
-                    graded = pool.submit(_grade, chunk, value, title, backend, cache, settings)
+                    graded = submit_with_deadline(pool, _grade, chunk, value, title, backend,
+                                                  cache, settings)
                     by_future[graded] = ("grading", chunk)
                     pending.add(graded)
                 else:

@@ -30,6 +30,9 @@ def render_markdown(summary: RunSummary) -> str:
     lines += [f"| {k.replace('_', ' ')} | {int(v)} |" for k, v in totals.items()]
     if summary.stopped:
         lines += ["", f"**Run stopped:** {_cell(summary.stopped)}"]
+    if summary.refused:
+        lines += ["", "**Refused (outside the allowed roots, not read):**", ""]
+        lines += [f"- {_cell(path)}: {_cell(reason)}" for path, reason in summary.refused]
     if not summary.wrote:
         lines += ["", "Nothing changed: no LLM call, no embedding and no write were made."]
     stages = summary.stage_seconds()

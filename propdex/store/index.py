@@ -11,6 +11,7 @@ after it, and a crash between steps leaves the old version searchable.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -60,6 +61,9 @@ ATTEMPT_COLUMNS = ("content_sha256", "pipeline_version")  # changed only when gi
 _FAILURE_STATUSES = ("failed", "skipped")
 
 _DELETE_BATCH = 500  # values per IN list when deleting many documents
+# Lance appends the Rust source line that raised (", /root/.cargo/.../writer.rs:258:9"):
+# noise in a message for users.
+_RUST_LOCATION = re.compile(r",\s*\S+\.rs:\d+:\d+")
 T = TypeVar("T")
 
 
@@ -91,8 +95,10 @@ class Index:
     """One LanceDB database. Thread-safe; open one per task or share one."""
 
     def __init__(self, uri: str, dim: int | None = None, *, create: bool = True,
-                 vector_index_threshold: int = VECTOR_INDEX_THRESHOLD):
+                 vector_index_threshold: int = VECTOR_INDEX_THRESHOLD,
+                 storage_options: dict[str, str] | None = None):
         self.uri = _absolute(uri)
+        self.storage_options = storage_options  # object-store endpoint and credentials
         self.dim = dim
         self.create = create
         self.vector_index_threshold = vector_index_threshold
@@ -105,11 +111,13 @@ class Index:
 
     @classmethod
     def open(cls, uri: str, dim: int | None = None, *, create: bool = True,
-             vector_index_threshold: int = VECTOR_INDEX_THRESHOLD) -> Index:
+             vector_index_threshold: int = VECTOR_INDEX_THRESHOLD,
+             storage_options: dict[str, str] | None = None) -> Index:
         """Open the index at ``uri`` (a folder or an object-store URI). Nothing is created
         until the first write; with ``create=False`` a write that would need to create the
         database or a table raises StorageError instead."""
-        return cls(uri, dim, create=create, vector_index_threshold=vector_index_threshold)
+        return cls(uri, dim, create=create, vector_index_threshold=vector_index_threshold,
+                   storage_options=storage_options)
 
     # Connection and tables -----------------------------------------------------------
     @contextmanager
@@ -120,7 +128,8 @@ class Index:
         except PropdexError:
             raise
         except Exception as exc:  # lance raises RuntimeError, OSError, ValueError, ...
-            raise StorageError(f"cannot {action} in the index at {self.uri}: {exc}") from exc
+            reason = _RUST_LOCATION.sub("", str(exc))
+            raise StorageError(f"cannot {action} in the index at {self.uri}: {reason}") from exc
 
     def _connect(self, *, for_write: bool) -> Any:
         with self._guard:
@@ -134,7 +143,8 @@ class Index:
             with self._storage("open the database"):
                 # interval 0: every read sees the latest committed version, also the ones
                 # written by another process (a running ingest while `status` reads).
-                self._db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
+                self._db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0),
+                                           storage_options=self.storage_options)
             return self._db
 
     def table(self, name: str) -> Any:

@@ -1,0 +1,48 @@
+"""The evaluation flow: the four retrieval units built and scored as parallel tasks."""
+
+from __future__ import annotations
+
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.parameters import EvaluateOptions
+from propdex.evaluation import run
+from propdex.evaluation.units import UNIT_KINDS
+from tasks.evaluation import (
+    build_units,
+    embed_questions,
+    grade_answers,
+    load_corpus,
+    publish_report,
+    score_unit,
+)
+
+
+@flow(name="propdex-evaluate", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=4))
+def evaluate(
+    questions: str,
+    db: str = "propdex-db",
+    out: str = "propdex-eval",
+    options: EvaluateOptions = EvaluateOptions(),
+) -> dict:
+    """Compare chunks (without and with their contextual header), sentences and propositions
+    as retrieval units on the questions in ``questions`` (JSONL) over the index at ``db``;
+    write report.md, report.json and recall.png into ``out``."""
+    settings, ks, budgets = run.prepare(db, options.ks, options.budgets,
+                                        answer_quality=options.answer_quality,
+                                        settings=options.settings(db))
+    corpus = load_corpus(questions, settings)
+    queries = embed_questions.submit(corpus, settings)
+    units = {kind: build_units.submit(corpus, kind, settings) for kind in UNIT_KINDS}
+    scored = {kind: score_unit.submit(corpus, units[kind], queries, ks, budgets, options.top_k)
+              for kind in UNIT_KINDS}
+    scores = {kind: future.result() for kind, future in scored.items()}
+    grades, info = (grade_answers(corpus, scores, settings) if options.answer_quality
+                    else (None, None))
+    unit_sets = {kind: future.result() for kind, future in units.items()}
+    report = run.assemble_report(corpus, settings, unit_sets, scores, ks, budgets,
+                                 options.top_k, grades, info)
+    files = publish_report(report, out)
+    print(f"evaluated {report['evaluated']} of {report['questions']} questions; "
+          f"report in {files['report.md']}")
+    return {**report, "files": files}

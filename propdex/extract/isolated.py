@@ -1,0 +1,155 @@
+"""Extraction in worker processes: a hard time limit, a memory ceiling, crash containment.
+
+PyMuPDF runs C code over bytes written by strangers. A crafted or damaged file can keep it
+busy for minutes, make it allocate gigabytes (a decompression bomb) or crash the
+interpreter, and a thread can be stopped in none of these cases. So documents are
+extracted by worker processes (``propdex.extract.worker``): a worker is killed when the
+document's deadline passes, its address space is capped at ``extract_memory_mb`` above
+what it starts with, and a crash ends as that document's status instead of taking the
+run down. Workers are plain subprocesses (not multiprocessing children: those re-import
+the caller's main script and cannot be started from daemonic processes such as some Dask
+workers); they stay alive between documents, so the interpreter and PyMuPDF start-up is
+paid once per worker, not per document.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+
+import propdex.errors as errors
+from propdex.deadlines import Deadline
+from propdex.errors import DocumentTooLargeError, ExtractionError
+from propdex.extract import extract_document
+from propdex.extract.worker import TOO_LARGE, WorkerResult
+from propdex.ids import normalise_source
+from propdex.models import ExtractedDocument
+from propdex.settings import Settings
+
+MAX_IDLE_WORKERS = 4
+
+
+class _Worker:
+    def __init__(self, memory_mb: int):
+        self.memory_mb = memory_mb
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "propdex.extract.worker", str(memory_mb)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.answers = Connection(os.dup(self.process.stdout.fileno()), writable=False)
+        self.process.stdin.close()
+        self.process.stdout.close()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        for connection in (self.requests, self.answers):
+            connection.close()
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+
+
+_lock = threading.Lock()
+_idle: list[_Worker] = []
+
+
+def _acquire(memory_mb: int) -> _Worker:
+    with _lock:
+        while _idle:
+            worker = _idle.pop()
+            if worker.alive() and worker.memory_mb == memory_mb:
+                return worker
+            worker.stop()
+    return _Worker(memory_mb)
+
+
+def _release(worker: _Worker) -> None:
+    with _lock:
+        if worker.alive() and len(_idle) < MAX_IDLE_WORKERS:
+            _idle.append(worker)
+            return
+    worker.stop()
+
+
+@atexit.register
+def stop_workers() -> None:
+    with _lock:
+        workers, _idle[:] = list(_idle), []
+    for worker in workers:
+        worker.stop()
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def run_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
+    """Extract ``source`` in a worker process; None when ``timeout`` seconds passed first
+    (that worker is killed). A crashed worker raises ExtractionError naming the signal."""
+    worker = _acquire(settings.extract_memory_mb)
+    try:
+        worker.requests.send((source, settings))
+        if not worker.answers.poll(timeout):
+            worker.stop()
+            return None
+        result = worker.answers.recv()
+    except (EOFError, OSError):
+        code = worker.process.wait()  # the worker died: EOF came from its exit
+        worker.stop()
+        reason = _exit_reason(code)
+        raise ExtractionError(source, f"extraction crashed ({reason})") from None
+    except BaseException:
+        worker.stop()
+        raise
+    _release(worker)
+    return result
+
+
+def _error(source: str, kind: str, reason: str, settings: Settings) -> ExtractionError:
+    if kind == TOO_LARGE:
+        detail = f" ({reason})" if reason else ""
+        return DocumentTooLargeError(
+            source, f"too large: extraction needs more than extract_memory_mb="
+            f"{settings.extract_memory_mb}{detail}",
+        )
+    cls = getattr(errors, kind, ExtractionError)
+    if not (isinstance(cls, type) and issubclass(cls, ExtractionError)):
+        cls = ExtractionError
+    return cls(source, reason)
+
+
+def extract_isolated(path: str | os.PathLike[str], settings: Settings,
+                     deadline: Deadline | None = None) -> ExtractedDocument:
+    """``extract_document`` in a worker process, bounded by ``deadline`` and
+    ``extract_memory_mb``: the same ExtractionError kinds, DocumentTimeoutError at the
+    deadline, and ExtractionError when the worker crashed."""
+    source = normalise_source(path)
+    if not source.lower().endswith(".pdf"):
+        # Text and Markdown are decoded by Python code bounded by max_file_mb: no worker.
+        document = extract_document(source, settings)
+        if deadline is not None:
+            deadline.check("extraction")
+        return document
+    timeout = max(0.0, deadline.remaining()) if deadline is not None else None
+    result = run_worker(source, settings, timeout)
+    if result is None:
+        assert deadline is not None
+        raise deadline.expired("extraction")
+    if result.error is not None:
+        raise _error(source, *result.error, settings)
+    assert result.document is not None
+    return result.document

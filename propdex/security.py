@@ -1,0 +1,69 @@
+"""Path policy: which files a run may read.
+
+Runs triggered from the Prefect UI or by events take paths from whoever filled the form or
+emitted the event. With ``allowed_roots`` set, a path is read only when its fully resolved
+form (every symlink followed, every ``..`` collapsed) lies under one of the resolved roots,
+so neither a symlink nor ``..`` can lead out. The check happens before anything is opened,
+hashed or listed, and again right before a file is extracted (the file may have been
+swapped for a symlink in between). With no roots (the CLI's default) every path is allowed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from propdex.errors import PathNotAllowedError
+
+
+def resolved(path: str | os.PathLike[str]) -> str:
+    """``path`` made absolute with every symlink followed and ``..`` collapsed."""
+    return os.path.realpath(os.path.expanduser(os.fspath(path)))
+
+
+def resolved_roots(roots: list[str]) -> list[str]:
+    return [resolved(root) for root in roots]
+
+
+def is_within(path: str, roots: list[str]) -> bool:
+    """Whether the already resolved ``path`` is one of ``roots`` or lies below one."""
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def refusal(path: str, roots: list[str]) -> str:
+    shown = ", ".join(roots)
+    target = resolved(path)
+    how = "resolves to" if os.path.abspath(os.path.expanduser(path)) != target else "is"
+    return f"refused: {how} {target}, outside the allowed roots ({shown})"
+
+
+def check_allowed(path: str | os.PathLike[str], roots: list[str]) -> str:
+    """The resolved path when reading it is allowed, else PathNotAllowedError naming it."""
+    target = resolved(path)
+    if not roots:
+        return target
+    allowed = resolved_roots(roots)
+    if not is_within(target, allowed):
+        raise PathNotAllowedError(os.fspath(path), refusal(os.fspath(path), allowed))
+    return target
+
+
+def check_pattern(pattern: str, roots: list[str]) -> str:
+    """The glob to expand: ``pattern`` made absolute with ``..`` collapsed (so no wildcard
+    match can climb out), refused when its fixed leading folders resolve outside the roots
+    (globbing would list folders there before any match could be checked)."""
+    if not roots:
+        return pattern
+    normal = os.path.normpath(os.path.abspath(os.path.expanduser(pattern)))
+    fixed: list[str] = []
+    for part in Path(normal).parts:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    folder = os.path.join(*fixed)
+    try:
+        check_allowed(folder, roots)
+    except PathNotAllowedError as refused:
+        raise PathNotAllowedError(pattern, refused.reason) from None
+    return normal

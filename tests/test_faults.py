@@ -1,0 +1,115 @@
+"""Faults: a document stuck in extraction or in the LLM is failed "timed out" without
+holding the run, and a decompression-bomb-like PDF is refused without exhausting memory."""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from propdex.cli import main
+from propdex.deadlines import Deadline
+from propdex.errors import DocumentTimeoutError, DocumentTooLargeError
+from propdex.extract.isolated import extract_isolated
+from propdex.settings import Settings
+from tests.pdf_factory import make_pdf
+from tests.scripted_fixtures import SENTINEL_KEY
+from tests.scripted_server import hang
+
+
+def content_pdf(path: Path, operators: bytes, repeat: int) -> Path:
+    """A one-page PDF whose content stream is ``operators`` repeated ``repeat`` times,
+    compressed as it is written (a small file that expands enormously)."""
+    packer = zlib.compressobj(9)
+    block = operators * 100_000
+    stream = b"".join(packer.compress(block) for _ in range(repeat // 100_000)) + packer.flush()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+@pytest.fixture
+def slow_pdf(tmp_path) -> Path:
+    # Millions of save/restore operators: seconds of MuPDF work, no text, a few KB on disk.
+    return content_pdf(tmp_path / "slow.pdf", b"q Q ", 30_000_000)
+
+
+def test_extraction_stuck_past_the_deadline_times_out(slow_pdf, tmp_path):
+    warm = make_pdf(tmp_path / "warm.pdf", ["A page to start the worker process."])
+    extract_isolated(warm, Settings())  # the worker's start-up is not the document's time
+    deadline = Deadline(str(slow_pdf), time.monotonic() + 1.0, 1.0)
+    with pytest.raises(DocumentTimeoutError) as caught:
+        extract_isolated(slow_pdf, Settings(), deadline)
+    assert "timed out: not done within document_timeout_s=1 s (extraction)" == caught.value.reason
+
+
+def test_a_killed_worker_is_replaced_for_the_next_document(slow_pdf, tmp_path):
+    with pytest.raises(DocumentTimeoutError):
+        extract_isolated(slow_pdf, Settings(), Deadline(str(slow_pdf), time.monotonic() + 0.5, 0.5))
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    assert "Basalt is a volcanic rock." == extract_isolated(good, Settings()).text
+
+
+def test_a_text_bomb_is_refused_within_the_memory_ceiling(tmp_path):
+    # ~40 MB of text operators from a ~100 KB file: more text than 64 MB of MuPDF memory holds.
+    bomb = content_pdf(tmp_path / "bomb.pdf", b"BT /F1 11 Tf 50 100 Td (AAAAAAAAAAAAAAAAAAAA) Tj ET ",
+                       800_000)
+    with pytest.raises(DocumentTooLargeError) as caught:
+        extract_isolated(bomb, Settings(extract_memory_mb=64))
+    assert caught.value.reason.startswith("too large: extraction needs more than extract_memory_mb=64")
+
+
+def test_a_huge_page_count_is_refused(tmp_path):
+    import pymupdf
+
+    doc = pymupdf.open()
+    for _ in range(60):
+        doc.new_page()
+    doc.save(tmp_path / "pages.pdf")
+    with pytest.raises(DocumentTooLargeError) as caught:
+        extract_isolated(tmp_path / "pages.pdf", Settings(max_pages=50))
+    assert "too large: 60 pages > max_pages 50" == caught.value.reason
+
+
+@pytest.mark.prefect
+def test_a_document_stuck_in_the_llm_times_out_and_the_run_goes_on(scripted_server, tmp_path,
+                                                                     monkeypatch, capsys):
+    for name, value in {
+        "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": scripted_server.url + "/v1",
+        "PROPDEX_LLM_API_KEY": SENTINEL_KEY, "PROPDEX_LLM_MODEL": "scripted-model",
+        "PROPDEX_LLM_TIMEOUT": "300", "PROPDEX_EMBEDDER": "openai",
+        "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_DOCUMENT_TIMEOUT_S": "8",
+    }.items():
+        monkeypatch.setenv(name, value)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Basalt is a volcanic rock. It cools fast.\n", encoding="utf-8")
+    (folder / "b.txt").write_text("Granite is an igneous rock. It cools slowly.\n", encoding="utf-8")
+    scripted_server.script(hang(600), step="propositions")  # one request never answers
+
+    code = main(["ingest", str(folder), "--db", str(tmp_path / "db"), "--json"])
+    documents = json.loads(capsys.readouterr().out)["documents"]
+
+    assert 1 == code
+    assert ["failed", "indexed"] == sorted(d["status"] for d in documents)
+    failed = next(d for d in documents if d["status"] == "failed")
+    assert ("timeout", "timed out: not done within document_timeout_s=8 s (propositions)") == (
+        failed["error_kind"], failed["error"])

@@ -27,7 +27,16 @@ def evaluate(
 ) -> dict:
     """Compare chunks (without and with their contextual header), sentences and propositions
     as retrieval units on the questions in ``questions`` (JSONL) over the index at ``db``;
-    write report.md, report.json and recall.png into ``out``."""
+    write report.md, report.json and recall.png into ``out``.
+
+    Args:
+        questions: Path of a JSONL file: one object per line with question, answer and, when
+            known, evidence (text or pages) and source.
+        db: LanceDB folder (or URI) holding the index to evaluate.
+        out: Folder for report.md, report.json and recall.png (created if missing).
+        options: Cut-offs k, word budgets, units ranked per question, and the optional
+            LLM answer-quality column.
+    """
     settings, ks, budgets = run.prepare(db, options.ks, options.budgets,
                                         answer_quality=options.answer_quality,
                                         settings=options.settings(db))

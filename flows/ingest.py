@@ -20,7 +20,10 @@ from propdex.ids import doc_id_for
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.settings import Settings
 from tasks.documents import embed, extract, propose, split, write_context
-from tasks.index import commit_document, optimize, plan_run, prune, publish_report, record_failures, sweep
+from tasks.index import (
+    commit_document, deployment_allowed_roots, optimize, plan_run, prune, publish_report,
+    record_failures, sweep,
+)
 
 
 def _first_failure(futures) -> BaseException | None:
@@ -69,7 +72,7 @@ def ingest(
         force: Re-process documents even when their bytes and the settings are unchanged.
     """
     started = time.perf_counter()
-    settings = options.settings(db)
+    settings = deployment_allowed_roots(options.settings(db))
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
     plan = plan_run(sources, settings, force, prune_removed)

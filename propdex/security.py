@@ -67,3 +67,25 @@ def check_pattern(pattern: str, roots: list[str]) -> str:
     except PathNotAllowedError as refused:
         raise PathNotAllowedError(pattern, refused.reason) from None
     return normal
+
+
+def roots_of_sources(sources: list[str], base: str | os.PathLike[str]) -> list[str]:
+    """The folders a list of ingest sources covers, relative paths taken from ``base``: a
+    folder itself, a file's parent folder, a glob's fixed leading folders. A deployment's
+    default ``sources`` become the allowed roots of its runs when none are configured."""
+    roots: list[str] = []
+    for source in sources:
+        path = os.path.join(os.fspath(base), os.path.expanduser(source))
+        if glob.has_magic(path):
+            fixed = []
+            for part in Path(os.path.normpath(path)).parts:
+                if glob.has_magic(part):
+                    break
+                fixed.append(part)
+            folder = os.path.join(*fixed)
+        else:
+            folder = path if not os.path.isfile(path) else os.path.dirname(path)
+        root = resolved(folder)
+        if root not in roots:
+            roots.append(root)
+    return roots

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from prefect import task
+from prefect.client.orchestration import get_client
+from prefect.runtime import deployment
 from prefect.artifacts import create_markdown_artifact
 
 from propdex.models import ChunkPropositions, DocumentChunks, Usage
@@ -12,6 +16,7 @@ from propdex.pipeline.report import render_markdown
 from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
 from propdex.pipeline.timing import pop_stage_seconds
 from propdex.runtime import backend_for
+from propdex.security import roots_of_sources
 from propdex.settings import Settings
 from propdex.sources import discover
 from propdex.store import Index
@@ -22,6 +27,21 @@ from tasks.policies import retry_transient
 def open_index(settings: Settings, **options) -> Index:
     """The run's index, with the object-store options the settings give (if any)."""
     return Index.open(settings.db_uri, storage_options=settings.storage_options, **options)
+
+
+@task(name="allowed-roots", retries=2, retry_condition_fn=retry_transient)
+def deployment_allowed_roots(settings: Settings) -> Settings:
+    """The run's settings, with the allowed roots defaulting, in a deployment's runs, to the
+    folders of the deployment's own default ``sources``: a run form or an event may then name
+    files there but nowhere else unless PROPDEX_ALLOWED_ROOTS says so. CLI runs (no
+    deployment) and runs with configured roots are left as they are."""
+    deployment_id = deployment.get_id()
+    if settings.allowed_roots or deployment_id is None:
+        return settings
+    with get_client(sync_client=True) as client:
+        defaults = client.read_deployment(deployment_id).parameters.get("sources") or []
+    roots = roots_of_sources(list(defaults), os.getcwd())
+    return settings.model_copy(update={"allowed_roots": roots}) if roots else settings
 
 
 @task(name="plan", retries=0)

@@ -243,3 +243,40 @@ def test_the_api_key_appears_in_no_output_row_log_or_artifact(llm_env, tmp_path,
     secret = SENTINEL_KEY.encode()
     assert SENTINEL_KEY not in shown.out + shown.err + status + caplog.text
     assert [] == [str(p) for p in stored + prefect_files if secret in p.read_bytes()]
+
+
+# --- Allowed roots of a deployment's runs: the folders of its default sources -----------------
+
+
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [
+        (["docs"], ["docs"]),
+        (["docs/a.pdf"], ["docs"]),
+        (["docs/**/*.pdf"], ["docs"]),
+        (["docs", "other/*.md", "docs/a.pdf"], ["docs", "other"]),
+    ],
+)
+def test_deployment_default_sources_give_their_folders_as_roots(tmp_path, sources, expected):
+    from propdex.security import roots_of_sources
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.pdf").write_bytes(b"%PDF-1.7\n")
+    (tmp_path / "other").mkdir()
+
+    actual = roots_of_sources(sources, tmp_path)
+
+    assert [str((tmp_path / name).resolve()) for name in expected] == actual
+
+
+def test_a_source_outside_the_default_folders_is_refused(tmp_path):
+    from propdex.security import roots_of_sources
+
+    (tmp_path / "docs").mkdir()
+    outside = tmp_path / "private" / "secret.md"
+    outside.parent.mkdir()
+    outside.write_text("# Secret\n\nNot for the index.\n", encoding="utf-8")
+
+    found = discover([str(outside)], roots_of_sources(["docs"], tmp_path))
+
+    assert ([], [str(outside)]) == (found.files, [path for path, _ in found.refused])

@@ -310,7 +310,7 @@ def main() -> None:
         print("| method | MB | seconds | MB/s |")
         print("|---|---|---|---|")
         for name, megabytes, seconds, rate in throughput_rows(docs):
-            print(f"| {name} | {megabytes:.2f} | {seconds:.2f} | {rate:.2f} |")
+            print(f"| {name} | {megabytes:.2f} | {seconds:.3g} | {rate:.3g} |")
     print(f"\nwall time: {time.perf_counter() - started:.1f} s")
 
 

@@ -48,8 +48,9 @@ HELD_OUT_QUERIES = 200
 # A member's distance from its centre: noise of norm s gives cosine 1 / sqrt(1 + s^2).
 NOISE_NORMS = (0.4, 1.2)
 SEED = 20241123
-# propdex's query settings for an indexed table (propdex/store/index.py).
-PROPDEX_NPROBES, PROPDEX_REFINE = 20, 2
+# propdex's earlier index settings (IVF_HNSW_SQ, nprobes 20, refine 2), kept for comparison;
+# propdex/store/index.py now builds IVF_FLAT with sqrt(rows) partitions, nprobes 40.
+HNSW_NPROBES, HNSW_REFINE = 20, 2
 
 
 # ---------------------------------------------------------------- vectors
@@ -246,11 +247,11 @@ def index_configs(n: int) -> list[tuple[str, object, list[tuple[int, int | None]
 
     partitions = max(16, int(np.sqrt(n)))
     return [
-        ("IVF_HNSW_SQ (propdex default)", HnswSq(distance_type="cosine"),
-         [(PROPDEX_NPROBES, PROPDEX_REFINE), (PROPDEX_NPROBES, None), (40, 2)]),
+        ("IVF_HNSW_SQ", HnswSq(distance_type="cosine"),
+         [(HNSW_NPROBES, HNSW_REFINE), (HNSW_NPROBES, None), (40, 2)]),
         ("IVF_PQ", IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=48),
          [(20, 5), (20, 10), (40, 10)]),
-        ("IVF_FLAT", IvfFlat(distance_type="cosine", num_partitions=partitions),
+        ("IVF_FLAT (propdex: nprobes 40)", IvfFlat(distance_type="cosine", num_partitions=partitions),
          [(10, None), (20, None), (40, None), (80, None)]),
         ("IVF_RQ", IvfRq(distance_type="cosine", num_partitions=partitions),
          [(20, 5), (20, 10), (40, 10), (80, 10)]),

@@ -13,15 +13,14 @@ from flows.parameters import IngestOptions
 from propdex.ids import doc_id_for, normalise_source
 from propdex.pipeline.outcome import RunSummary
 from propdex.settings import Settings
-from propdex.store import Index
-from tasks.index import prune, publish_report
+from tasks.index import open_index, prune, publish_report
 
 
 @task(name="find-indexed")
 def indexed_documents(sources: list[str], settings: Settings) -> list[tuple[str, str]]:
     """(doc_id, source) of the given sources that the documents ledger holds."""
     wanted = {doc_id_for(source): source for source in sources}
-    ledger = Index.open(settings.db_uri, create=False).documents()
+    ledger = open_index(settings, create=False).documents()
     return [(row["doc_id"], wanted[row["doc_id"]]) for row in ledger if row["doc_id"] in wanted]
 
 

@@ -37,5 +37,23 @@ def task_runner_for(settings: Settings) -> TaskRunner:
             "processes": True,
             "threads_per_worker": LOCAL_THREADS_PER_WORKER,
             "dashboard_address": None,  # no web dashboard (needs bokeh, opens a port)
+            "env": prefect_api_for_workers(),
         })
     return DaskTaskRunner(address=settings.dask_address)
+
+
+def prefect_api_for_workers() -> dict[str, str]:
+    """Environment that makes local worker processes report to the flow's Prefect API.
+
+    Without PREFECT_API_URL, the flow process runs Prefect's ephemeral API in a subprocess;
+    a worker process would start an ephemeral API of its own (and record its task runs
+    there). So that API is started now and its URL handed to the workers."""
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        return {}  # workers inherit the variable
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # one per process: the one the flow's client uses
+    server.start()
+    return {"PREFECT_API_URL": server.api_url}

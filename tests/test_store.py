@@ -476,6 +476,33 @@ def test_search_with_a_vector_index_still_finds_the_nearest_rows(index):
         index.has_vector_index(CHUNKS), [r.text for r in top])
 
 
+def _vector_index_names(index, table: str) -> list[str]:
+    return [i.name for i in index.table(table).list_indices() if i.index_type != "FTS"]
+
+
+def test_vector_index_is_retrained_once_the_table_has_grown_fourfold(index):
+    index.replace_document(*make_version("a", "r1", [f"First {i}." for i in range(20)]).rows)
+    index.optimize(vector_index_threshold=20)
+    index.replace_document(*make_version("b", "r1", [f"Second {i}." for i in range(40)]).rows)
+    grown_threefold = index.optimize(vector_index_threshold=20)[CHUNKS]
+    index.replace_document(*make_version("c", "r1", [f"Third {i}." for i in range(20)]).rows)
+    grown_fourfold = index.optimize(vector_index_threshold=20)[CHUNKS]
+
+    assert ("optimized", "re-trained IVF_FLAT vector index (16 partitions) over 80 rows",
+            ["vector_ivf_flat_80"]) == (
+        grown_threefold, grown_fourfold.removeprefix("optimized, "), _vector_index_names(index, CHUNKS))
+
+
+def test_a_vector_index_of_another_kind_is_replaced_by_ivf_flat(index):
+    from lancedb.index import HnswSq
+
+    index.replace_document(*make_version("a", "r1", [f"Row {i}." for i in range(30)]).rows)
+    index.table(CHUNKS).create_index("vector", config=HnswSq(distance_type="cosine"))
+    index.optimize(vector_index_threshold=1000)
+
+    assert ["vector_ivf_flat_30"] == _vector_index_names(index, CHUNKS)
+
+
 # Storage errors -------------------------------------------------------------------------
 def test_a_database_path_that_cannot_be_created_raises_storage_error(tmp_path):
     blocker = tmp_path / "a-file"

@@ -74,7 +74,7 @@ def prepare(db: str, ks: Sequence[int], budgets: Sequence[int], *, answer_qualit
 def open_corpus(questions_path: str | Path, settings: Settings) -> Corpus:
     """Read the questions, load the indexed documents they are about and place their answers."""
     questions: list[Question] = load_questions(questions_path)
-    index = Index.open(settings.db_uri, create=False)
+    index = Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
     embed_model = embedder_for(settings).name
     # Documents no question is asked of are not loaded (a question without a source
     # searches every document).

@@ -55,7 +55,7 @@ def one_sentence(text: str) -> bool:
 def test_prompt_versions_name_every_rule_set(backend):
     expected = {
         "title": "offline-title-v2",
-        "summary": "offline-summary-v1",
+        "summary": "offline-summary-v2",
         "propositions": "offline-propositions-v1",
         "grading": "offline-grading-v1",
     }
@@ -405,3 +405,21 @@ def test_levels_of_agi_first_pages(backend, corpus):
     ]
     assert len(props) >= 20
     assert all(isinstance(p, str) and p and "\n" not in p and p == p.strip() for p in props)
+
+
+@pytest.mark.parametrize(
+    ("text", "title", "expected"),
+    [
+        ("# What propdex does\n\npropdex turns folders of PDFs into a retrieval index with "
+         "citations. It is orchestrated by Prefect.", "What propdex does",
+         "propdex turns folders of PDFs into a retrieval index with citations."),
+        ("Notes\n\nIt was built in 1889 for the World's Fair in Paris. The Eiffel Tower is 330 "
+         "metres tall and made of wrought iron.", "Notes",
+         "The Eiffel Tower is 330 metres tall and made of wrought iron."),
+        ("Notes\n\nThis is the case for all of the towers we know about. This report counts the "
+         "towers built in Europe since 1850.", "Notes",
+         "This report counts the towers built in Europe since 1850."),
+    ],
+)
+def test_summary_skips_sentences_whose_subject_points_back(backend, text, title, expected):
+    assert expected == backend.summary(text, title=title, truncated=False).value

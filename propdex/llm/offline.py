@@ -13,7 +13,7 @@ title (offline-title-v2)
     Markdown heading, or 3-15 mostly capitalised words that are not a page number, URL,
     date, arXiv/DOI id or author list and do not end with a period (a title wrapped over
     lines is rejoined); else the first sentence cut to 12 words.
-summary (offline-summary-v1)
+summary (offline-summary-v2)
     One sentence of at most ~40 words: the first sentence after an "Abstract" label, or
     else the first informative sentence once front matter (title lines, authors, e-mails,
     affiliations, ids, dates, copyright, keywords, contents) is skipped. Segmented with
@@ -44,7 +44,7 @@ from propdex.settings import Settings
 
 PROMPT_VERSIONS = {
     "title": "offline-title-v2",
-    "summary": "offline-summary-v1",
+    "summary": "offline-summary-v2",
     "propositions": "offline-propositions-v1",
     "grading": "offline-grading-v1",
 }

@@ -1,4 +1,4 @@
-"""Offline summary rules (``offline-summary-v1``): one sentence from the document's opening.
+"""Offline summary rules (``offline-summary-v2``): one sentence from the document's opening.
 
 1. Only the first ``SUMMARY_SCAN_CHARS`` characters are read (pysbd is slow on long texts).
 2. When an "Abstract" label starts a line, the text after it is used.
@@ -7,7 +7,11 @@
    table-of-contents lines and page numbers.
    Only the leading lines are filtered: the first line of prose (6+ words with a verb)
    ends the front matter.
-4. The first informative sentence wins: at least 6 words, a verb, mostly letters, not a
+4. The first informative sentence wins: at least 6 words, starting with a capital (or with a
+   word of the title, for lowercase names such as "propdex" or "iPhone") and not with a
+   pronoun that points back ("It ...", "They ...", "This is ..."; "This report ..." is fine):
+   alone, a summary cannot resolve it,
+   a verb, mostly letters, not a
    notice (licence, permission, "work done while at ..."), not an instruction ("See ...",
    "Indicate ...", or any sentence opening with a base-form verb), without two or more
    check boxes or bullets (a form) and not a run of capitalised names.
@@ -74,6 +78,9 @@ _AUTHORS_LEAD = [
 ]
 _CLAUSE_END = (",", ";", ":", "—", "–")
 _INSTRUCTION_WORDS = frozenset("see indicate please click visit contact refer note".split())
+_BACK_POINTING = frozenset("it its they their them he she his her".split())
+_DEMONSTRATIVES = frozenset("this these those that".split())
+_AUXILIARIES = frozenset("is was are were has have had can could will would may might does do did".split())
 
 
 def _is_front_matter_line(line: str, title_words: set[str]) -> bool:
@@ -115,13 +122,18 @@ def _body_text(prefix: str, title: str) -> str:
     return "\n".join(kept)
 
 
-def is_informative(sentence: str) -> bool:
+def is_informative(sentence: str, title: str = "") -> bool:
     tokens = words(sentence)
-    if len(tokens) < 6 or not (sentence[:1].isupper() or sentence[:1] in '"“'):
+    if len(tokens) < 6:
+        return False
+    named_in_title = tokens[0] in words(title)  # "propdex turns ..." under "What propdex does"
+    if not (sentence[:1].isupper() or sentence[:1] in '"“' or named_in_title):
         return False
     first = tokens[0].lower()
     if first in BASE_VERBS or first in _INSTRUCTION_WORDS:
         return False  # "See the definitions ...", "Indicate by check mark ...": instructions
+    if first in _BACK_POINTING or (first in _DEMONSTRATIVES and tokens[1].lower() in _AUXILIARIES):
+        return False  # "It is orchestrated by ...", "This is ...": the antecedent is elsewhere
     if sum(unicodedata.category(ch) == "So" or ch in "•·" for ch in sentence) >= 2:
         return False  # check boxes and bullets: a form or a run of list items
     letters = sum(ch.isalpha() for ch in sentence)
@@ -159,7 +171,7 @@ def bound_sentence(sentence: str, max_words: int = MAX_SUMMARY_WORDS) -> str:
 
 def make_summary(text: str, title: str) -> str:
     body = _body_text(text[:SUMMARY_SCAN_CHARS], title)
-    chosen = next((s for s in block_sentences(body) if is_informative(s)), None)
+    chosen = next((s for s in block_sentences(body) if is_informative(s, title)), None)
     if chosen is None:
         return bound_sentence(f"A document titled '{title}'")
     sentence = bound_sentence(_third_person(strip_citations(chosen)))

@@ -3,12 +3,14 @@ calls per chunk, token accounting, chunk-level reuse, faults and run-stopping er
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import lancedb
 import pytest
 
 from propdex.cli import main
+from propdex.llm.prompts import load_prompt
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
 from tests.scripted_server import malformed, prompt_tokens_of, server_error, unauthorized
@@ -158,3 +160,47 @@ def test_server_failing_keeps_the_previous_version_searchable(llm_env, tmp_path)
     assert ("failed", "llm") == (document["status"], document["error_kind"])
     assert "failed" == summary["documents"][0]["status"]
     assert live_before == {c["chunk_id"] for c in _rows(db, "chunks") if c["run_id"] == document["run_id"]}
+
+
+@pytest.fixture
+def add_prompt_version():
+    """Installs a newer version of a step's prompt file, as a developer editing a prompt
+    would, and removes it afterwards."""
+    folder = Path(str(resources.files("propdex.llm") / "prompts"))
+    added: list[Path] = []
+
+    def add(step: str, edit) -> str:
+        newest = max(int(p.name.split(".v")[1].removesuffix(".md")) for p in folder.glob(f"{step}.v*.md"))
+        path = folder / f"{step}.v{newest + 1}.md"
+        path.write_text(edit((folder / f"{step}.v{newest}.md").read_text(encoding="utf-8")), encoding="utf-8")
+        added.append(path)
+        load_prompt.cache_clear()
+        return load_prompt(step).version
+
+    yield add
+    for path in added:
+        path.unlink()
+    load_prompt.cache_clear()
+
+
+def test_a_new_propositions_prompt_redoes_propositions_and_nothing_else(
+    llm_env, tmp_path, monkeypatch, add_prompt_version
+):
+    db = tmp_path / "db"
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    _ingest([pdf], db)
+    chunks = len(_rows(db, "chunks"))
+    llm_env.reset()
+
+    version = add_prompt_version("propositions", lambda text: text.replace("Split the content", "Break the content"))
+    # The process keeps one backend per settings; a setting that does not change outputs
+    # gives a fresh one, which reads the new prompt file as a new process would.
+    monkeypatch.setenv("PROPDEX_LLM_TIMEOUT", "6")
+    summary = _ingest([pdf], db)
+
+    assert ["settings changed"] == [d["reason"] for d in summary["documents"]]
+    # The scripted model answers the new prompt with the same propositions, so their grading
+    # (keyed by the grading prompt, model, chunk and propositions) comes from the cache.
+    assert (chunks, 0, 0, 0) == tuple(llm_env.calls(step) for step in ("propositions", "grading", "title", "summary"))
+    assert {version} == {p["prompt_version"] for p in _rows(db, "propositions")
+                         if p["run_id"] == _rows(db, "documents")[0]["run_id"]}

@@ -31,6 +31,18 @@ def scripted_settings(server: ScriptedServer, **overrides: Any) -> Settings:
     return Settings(**values)
 
 
+def scripted_environment(server: ScriptedServer) -> dict[str, str]:
+    """PROPDEX_* variables pointing a whole ingest run (LLM and embeddings) at ``server``, with
+    quick retries and small chunks, for tests that run the flow or the CLI."""
+    return {
+        "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": server.url + "/v1",
+        "PROPDEX_LLM_API_KEY": SENTINEL_KEY, "PROPDEX_LLM_MODEL": "scripted-model",
+        "PROPDEX_LLM_TIMEOUT": "5", "PROPDEX_LLM_MAX_ATTEMPTS": "2",
+        "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_EMBEDDER": "openai",
+        "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_CHUNK_SIZE": "300",
+    }
+
+
 @pytest.fixture
 def scripted_server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as server:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from propdex.cli import main
-from tests.scripted_fixtures import SENTINEL_KEY
+from tests.scripted_fixtures import scripted_environment
 from tests.scripted_server import ScriptedServer, hang, rate_limited, reply
 
 pytestmark = pytest.mark.prefect
@@ -92,11 +92,7 @@ def fault_run(request, tmp_path_factory) -> Iterator[dict]:
     db = str(root / "db")
     with pytest.MonkeyPatch.context() as env, ScriptedServer() as server:
         for name, value in {
-            "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": server.url + "/v1",
-            "PROPDEX_LLM_API_KEY": SENTINEL_KEY, "PROPDEX_LLM_MODEL": "scripted-model",
-            "PROPDEX_LLM_TIMEOUT": "5", "PROPDEX_LLM_MAX_ATTEMPTS": "2",
-            "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_EMBEDDER": "openai",
-            "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_CHUNK_SIZE": "300",
+            **scripted_environment(server),
             "PROPDEX_TITLE_PREFIX_TOKENS": PREFIX_TOKENS,
             "PROPDEX_SUMMARY_PREFIX_TOKENS": PREFIX_TOKENS,
         }.items():

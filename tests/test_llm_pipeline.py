@@ -12,7 +12,7 @@ import pytest
 from propdex.cli import main
 from propdex.llm.prompts import load_prompt
 from tests.pdf_factory import make_pdf
-from tests.scripted_fixtures import SENTINEL_KEY
+from tests.scripted_fixtures import SENTINEL_KEY, scripted_environment
 from tests.scripted_server import malformed, prompt_tokens_of, server_error, unauthorized
 
 pytestmark = pytest.mark.prefect
@@ -33,13 +33,7 @@ PAGES = [
 
 @pytest.fixture
 def llm_env(scripted_server, monkeypatch):
-    for name, value in {
-        "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": scripted_server.url + "/v1",
-        "PROPDEX_LLM_API_KEY": SENTINEL_KEY, "PROPDEX_LLM_MODEL": "scripted-model",
-        "PROPDEX_LLM_TIMEOUT": "5", "PROPDEX_LLM_MAX_ATTEMPTS": "2",
-        "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_EMBEDDER": "openai",
-        "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_CHUNK_SIZE": "300",
-    }.items():
+    for name, value in scripted_environment(scripted_server).items():
         monkeypatch.setenv(name, value)
     return scripted_server
 

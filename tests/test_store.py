@@ -607,3 +607,21 @@ def test_verify_finds_each_planted_problem(index, plant, expected):
     plant(index)
     problems = index.verify()
     assert ([], True) == (clean, any(expected in p for p in problems)), problems
+
+
+def test_an_index_from_an_older_schema_gains_new_columns_on_its_next_write(tmp_path):
+    import lancedb
+
+    from propdex.store.schema import DOCUMENTS_SCHEMA, schema_for
+
+    uri = str(tmp_path / "db")
+    old = pa.schema([f for f in DOCUMENTS_SCHEMA if f.name != "encoding"])
+    db = lancedb.connect(uri)
+    db.create_table(DOCUMENTS, schema=old)
+    db.create_table(CHUNKS, schema=schema_for(CHUNKS, DIM))
+    db.create_table(PROPOSITIONS, schema=schema_for(PROPOSITIONS, DIM))
+    index = Index.open(uri, dim=DIM)
+    index.replace_document(*make_version("d1", "r1", PARAGRAPHS_V1).rows)
+
+    assert "encoding" in lancedb.connect(uri).open_table(DOCUMENTS).schema.names
+    assert [("d1", None)] == [(r["doc_id"], r["encoding"]) for r in index.documents()]

@@ -109,6 +109,7 @@ class Index:
         self._db: Any = None
         self._tables: dict[str, Any] = {}
         self._fts_checked: set[str] = set()
+        self._migrated: set[str] = set()
         self._guard = threading.RLock()
         local = _is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)
@@ -173,6 +174,8 @@ class Index:
     def _writable_table(self, name: str, dim: int | None) -> Any:
         """The table, created (with its full-text index) when it does not exist yet."""
         table = self.table(name)
+        if table is not None:
+            self._add_missing_columns(name, table)
         if table is not None and (name == DOCUMENTS or name in self._fts_checked):
             self._check_dim(name, table, dim)
             return table
@@ -194,6 +197,22 @@ class Index:
             if name != DOCUMENTS:
                 self._ensure_fts(table, name)
         return table
+
+    def _add_missing_columns(self, name: str, table: Any) -> None:
+        """Add the columns a newer propdex declares to a table an older one created (all
+        nullable, so old rows read as null): an index is upgraded in place, never rebuilt."""
+        if name in self._migrated:
+            return
+        wanted = schema_for(name, vector_dim(table.schema) if name != DOCUMENTS else 0)
+        missing = [f for f in wanted if f.name not in table.schema.names]
+        if missing:
+            with self._hold_tables():
+                table.checkout_latest()
+                missing = [f for f in missing if f.name not in table.schema.names]
+                if missing:
+                    self._write(f"add columns to {name}",
+                                lambda: table.add_columns(pa.schema(missing)))
+        self._migrated.add(name)
 
     def _write(self, action: str, operation: Callable[[], T]) -> T:
         """Run one LanceDB write; a commit that lost a race with another writer did not
@@ -249,11 +268,17 @@ class Index:
         table = self.table(name)
         if table is None:
             return []
+        # An index written by an older propdex may lack newer columns: they read as null.
+        present = [c for c in columns if c in table.schema.names]
+        absent = [c for c in columns if c not in present]
         with self._storage(f"read {name}"):
-            query = table.search().select(list(columns))
+            query = table.search().select(present)
             if where:
                 query = query.where(where)
-            return query.to_arrow().to_pylist()
+            rows = query.to_arrow().to_pylist()
+        for row in rows if absent else ():
+            row.update(dict.fromkeys(absent))
+        return rows
 
     def vector_search(self, name: str, vector: np.ndarray, *, limit: int,
                       columns: Sequence[str], where: str | None = None) -> list[dict]:

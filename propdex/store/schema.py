@@ -80,6 +80,13 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("prompt_tokens", pa.int64()),
     pa.field("completion_tokens", pa.int64()),
     pa.field("ocr", pa.bool_()),
+    # Columns added after the first release (an older index gets them, null, on its next
+    # write; see Index._add_missing_columns). Keep new fields nullable and at the end.
+    pa.field("encoding", pa.string()),  # text files: the detected encoding ("utf-8", "cp1252")
+    pa.field("furniture_removed", pa.int32()),  # PDF running headers/footers/page numbers dropped
+    pa.field("context_fallback", pa.string()),  # title/summary written by the offline fallback
+    pa.field("embed_truncated", pa.int32()),  # texts the embedder could not read whole
+    pa.field("ungraded_count", pa.int32()),  # propositions whose grading failed (not searchable)
 ])
 
 

@@ -25,8 +25,9 @@ from typing import Iterator
 
 from propdex.errors import PrefectStartError
 
-# uvicorn's exit code when the port is taken (another process bound it since we chose it).
-_PORT_IN_USE = 3
+# uvicorn's exit code when start-up fails, e.g. because another process took the port since
+# it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
+_STARTUP_FAILED = 3
 _ATTEMPTS = 3
 
 
@@ -42,6 +43,10 @@ def _launch(port: int) -> subprocess.Popen:
     import prefect
     from prefect.settings import get_current_settings
 
+    settings = get_current_settings()
+    # The server's SQLite database lives in PREFECT_HOME, which Prefect creates when the flow
+    # side first imports it: possibly after the server has tried to open the database.
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     env = {
         # Registering Prefect's block types in a new database costs ~1.5 s of CPU on the
         # server's critical path; a CLI flow run uses no block. A full `prefect server start`
@@ -50,7 +55,7 @@ def _launch(port: int) -> subprocess.Popen:
         **os.environ,
         # Settings given in this process (profile, prefect.toml) reach the server as Prefect
         # passes them to its own subprocess.
-        **get_current_settings().to_environment_variables(exclude_unset=True),
+        **settings.to_environment_variables(exclude_unset=True),
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",
         "PREFECT__SERVER_FINAL": "1",
@@ -82,6 +87,7 @@ class EphemeralApi:
         self._error: BaseException | None = None
         self._process: subprocess.Popen | None = None
         self._thread = threading.Thread(target=self._start, name="propdex-prefect-api", daemon=True)
+        atexit.register(self.stop)  # like Prefect's own ephemeral server: it ends with the CLI
         self._thread.start()
 
     def _start(self) -> None:
@@ -93,27 +99,25 @@ class EphemeralApi:
 
             if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
                 return
-            deadline = time.monotonic() + PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+            timeout = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+            deadline = time.monotonic() + timeout
             for _ in range(_ATTEMPTS):
                 port = _free_port()
                 url = f"http://127.0.0.1:{port}/api"
                 self._process = _launch(port)
-                atexit.register(self.stop)
-                while time.monotonic() < deadline:
-                    if self._process.poll() is not None:
-                        break
+                while time.monotonic() < deadline and self._process.poll() is None:
                     if _healthy(url):
                         self._url = url
                         return
                     time.sleep(0.1)
-                if self._process.poll() != _PORT_IN_USE:
+                if self._process.poll() != _STARTUP_FAILED:
                     break
+            code = self._process.poll()
             self.stop()
-            code = self._process.poll() if self._process else None
             raise PrefectStartError(
-                "Prefect's ephemeral API did not start"
-                + (f" (exit code {code})" if code is not None else
-                   " within PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
+                f"Prefect's ephemeral API exited with code {code} while starting" if code is not None
+                else f"Prefect's ephemeral API did not answer within {timeout} s "
+                     "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"
             )
         except BaseException as exc:  # re-raised in the caller's thread by url()
             self._error = exc

@@ -48,6 +48,7 @@ class ProgressDisplay:
 
     def document_finished(self) -> None:
         self._bar.update(1)
+        self._bar.refresh()  # a finished document is shown at once, not at the next redraw
 
     def close(self) -> None:
         self._bar.close()

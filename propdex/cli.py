@@ -28,6 +28,9 @@ EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSIS
 def _prefect_environment() -> None:
     """Embedded defaults for Prefect, set before it is imported."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect's client-side telemetry too: on a terminal it prints a notice over the progress
+    # display at first import, and propdex makes no network calls it was not asked for.
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -125,10 +128,9 @@ def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_u
 
         runner = task_runner_for(settings.model_copy(update={"dask_address": args.dask}))
         ingest = ingest.with_options(task_runner=runner)
-    if warm_up:
-        # A model that fails to load fails the embed stage with its reason, as without warm-up.
-        loader.join()
-    with using_api(api):
+    with using_api(api):  # waits for the API: a server that cannot start is reported now
+        if warm_up:
+            loader.join()
         return ingest(
             sources=args.paths, db=settings.db, options=options,
             prune_removed=not args.no_prune, force=args.force, return_state=True,

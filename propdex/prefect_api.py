@@ -46,7 +46,12 @@ def _launch(port: int) -> subprocess.Popen:
     settings = get_current_settings()
     # The server's SQLite database lives in PREFECT_HOME, which Prefect creates when the flow
     # side first imports it: possibly after the server has tried to open the database.
-    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PrefectStartError(
+            f"cannot create Prefect's home {settings.home} (PREFECT_HOME): {exc.strerror or exc}"
+        ) from exc
     env = {
         # Registering Prefect's block types in a new database costs ~1.5 s of CPU on the
         # server's critical path; a CLI flow run uses no block. A full `prefect server start`

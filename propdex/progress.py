@@ -27,12 +27,24 @@ class ProgressDisplay:
     """One tqdm bar counting documents; its description is the run's phase, its postfix the
     stage a document has just entered."""
 
-    def __init__(self, stream: IO[str]):
+    def __init__(self, stream: IO[str], tick_seconds: float = 1.0):
         from tqdm import tqdm
 
         self._names: dict[str, str] = {}
+        # Until the documents are known: the phase and the time it has taken.
         self._bar = tqdm(total=None, unit="doc", desc="starting", file=stream,
-                         dynamic_ncols=True, leave=False, mininterval=0.2)
+                         dynamic_ncols=True, leave=False, mininterval=0.2,
+                         bar_format="{desc} [{elapsed}]")
+        # tqdm redraws only when told; the ticker keeps the elapsed time moving through
+        # Prefect's start-up and long stages.
+        self._stopped = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, args=(tick_seconds,), daemon=True,
+                                        name="propdex-progress")
+        self._ticker.start()
+
+    def _tick(self, seconds: float) -> None:
+        while not self._stopped.wait(seconds):
+            self._bar.refresh()
 
     def phase(self, text: str) -> None:
         self._bar.set_description_str(text)
@@ -40,6 +52,7 @@ class ProgressDisplay:
     def planned(self, documents: Sequence[tuple[str, str]]) -> None:
         """The run's (doc_id, source) to process; the rate counts from here."""
         self._names = {doc_id: PurePath(source).name for doc_id, source in documents}
+        self._bar.bar_format = None  # tqdm's own: count, bar, elapsed<remaining, rate
         self._bar.reset(total=len(documents))
         self._bar.set_description_str("documents")
 
@@ -51,6 +64,8 @@ class ProgressDisplay:
         self._bar.refresh()  # a finished document is shown at once, not at the next redraw
 
     def close(self) -> None:
+        self._stopped.set()
+        self._ticker.join()
         self._bar.close()
 
 

@@ -19,6 +19,7 @@ from propdex.settings import Settings
 
 pytestmark = pytest.mark.prefect
 
+REPO = Path(__file__).resolve().parents[1]
 VOLATILE = ("run_id", "seconds")  # differ between any two runs
 
 
@@ -185,3 +186,21 @@ def test_a_run_on_a_terminal_shows_documents_done_stage_and_rate(tmp_path, monke
     shown = terminal_err.getvalue()
     expected = (0, True, True, True)
     assert expected == (code, "2/2" in shown, "embed " in shown, "doc/s" in shown or "s/doc" in shown)
+
+
+def test_a_prefect_home_that_cannot_be_created_is_a_clear_error(tmp_path):
+    """In a fresh process, where the CLI starts Prefect's API itself."""
+    import os
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    folder = write_notes(tmp_path / "notes")
+    env = dict(os.environ, PREFECT_HOME=str(blocker / "prefect"), PYTHONPATH=str(REPO))
+
+    done = subprocess.run([sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db",
+                           str(tmp_path / "db")], env=env, capture_output=True, text=True)
+
+    message = f"propdex: cannot create Prefect's home {blocker / 'prefect'} (PREFECT_HOME): Not a directory"
+    assert (1, True) == (done.returncode, message in done.stderr)

@@ -15,49 +15,25 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from revisions import REPO, checkout, code_env, measured  # noqa: E402
+
 QUERY = "How are propositions graded?"
 
 
-def checkout(revision: str, into: Path) -> Path:
-    """The tree of ``revision`` in ``into`` (git archive: no worktree to clean up)."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
-def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of the command's own process."""
-    started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited {process.returncode}:\n{stderr[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
-
-
-def first_run(tree: Path, work: Path, prefect_home: Path) -> dict[str, float]:
-    db = work / "db"
+def first_run(tree: Path, run: Path, prefect_home: Path) -> dict[str, float]:
+    db = run / "db"
     shutil.rmtree(db, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PROPDEX_", "PREFECT_"))}
-    env.update(PYTHONPATH=str(tree), PREFECT_HOME=str(prefect_home))
+    env = code_env(tree, PREFECT_HOME=str(prefect_home))
     cli = [sys.executable, "-m", "propdex.cli"]
-    ingest, rss = timed([*cli, "ingest", "examples", "--db", str(db)], tree, env)
-    search, _ = timed([*cli, "search", QUERY, "--db", str(db), "--json"], tree, env)
-    return {"ingest": ingest, "search": search, "both": ingest + search, "rss": rss}
+    ingest = measured([*cli, "ingest", "examples", "--db", str(db)], tree, env)
+    search = measured([*cli, "search", QUERY, "--db", str(db), "--json"], tree, env)
+    return {"ingest": ingest.seconds, "search": search.seconds,
+            "both": ingest.seconds + search.seconds, "rss": ingest.peak_rss_mib}
 
 
 def main() -> None:
@@ -65,7 +41,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", metavar="REV", help="git revision to compare with")
     args = parser.parse_args()
-    print(f"load before: {os.getloadavg()[0]:.2f}")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="propdex-bench-first-run-") as tmp:
         work = Path(tmp)
         trees = {"this checkout": REPO}
@@ -73,17 +49,15 @@ def main() -> None:
             trees[f"baseline {args.baseline}"] = checkout(args.baseline, work / "baseline")
         results: dict[tuple[str, str], list[dict[str, float]]] = {}
         for n in range(args.rounds):
-            for name, tree in trees.items():
-                run = work / f"{n}-{len(results)}"
+            for i, (name, tree) in enumerate(trees.items()):
+                run = work / f"round{n}-{i}"
                 run.mkdir()
-                new_home = run / "new-prefect-home"
-                results.setdefault((name, "new Prefect home"), []).append(
-                    first_run(tree, run, new_home))
-                # The same home again: migrated, Prefect has run before.
-                results.setdefault((name, "initialised Prefect home"), []).append(
-                    first_run(tree, run, new_home))
+                home = run / "prefect-home"
+                results.setdefault((name, "new"), []).append(first_run(tree, run, home))
+                # The same home again: migrated, Prefect has run before on this machine.
+                results.setdefault((name, "initialised"), []).append(first_run(tree, run, home))
                 shutil.rmtree(run, ignore_errors=True)
-    print(f"load after: {os.getloadavg()[0]:.2f}; medians of {args.rounds} rounds\n")
+    print(f"load average after: {os.getloadavg()[0]:.2f}; medians of {args.rounds} rounds\n")
     print("| code | Prefect home | ingest (s) | search (s) | ingest + search (s) | ingest peak RSS (MiB) |")
     print("|---|---|---:|---:|---:|---:|")
     for (name, case), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):

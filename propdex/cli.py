@@ -80,32 +80,41 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     (and the embedding model loaded) while the flow's modules import."""
     from propdex import progress
     from propdex.pipeline.plan import needs_run, plan_sources, unchanged_run_summary
-    from propdex.prefect_api import start_ephemeral_api
 
     started = time.perf_counter()
     _prefect_environment()
     options = ingest_options(args)
     settings = options.settings(args.db or _settings(args).db)
+    dask = bool(args.dask or settings.dask_address)
     plan = None
     # No database folder yet (a first run) or --force: a flow run is certain, so Prefect's
     # API starts before planning rather than after it.
     certain = args.force or ("://" not in settings.db_uri and not os.path.exists(settings.db_uri))
-    api = start_ephemeral_api() if certain else None
+    api = _early_api(dask) if certain else None
     if not certain:
         plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune)
         if not needs_run(plan, settings):
             summary = unchanged_run_summary(plan, settings, time.perf_counter() - started)
             return _report_ingest(summary.to_dict(), args)
-        api = start_ephemeral_api()
+        api = _early_api(dask)
+    # The model is loaded where documents embed: here, unless Dask workers do it.
+    warm_up = not dask and (plan is None or bool(plan.to_process))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
-        state = _run_ingest_flow(args, options, settings, api,
-                                 warm_up=plan is None or bool(plan.to_process))
+        state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
     summary = state.result(raise_on_failure=False)
     if isinstance(summary, BaseException):
         print(f"propdex: ingest failed: {summary}", file=sys.stderr)
         return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
     return _report_ingest(summary, args)
+
+
+def _early_api(dask: bool):
+    """Prefect's ephemeral API, starting now; None with Dask, whose local workers are handed
+    the API Prefect starts itself (flows.runners.prefect_api_for_workers)."""
+    from propdex.prefect_api import start_ephemeral_api
+
+    return None if dask else start_ephemeral_api()
 
 
 def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_up: bool):

@@ -34,6 +34,7 @@ def code_env(tree: Path, **extra: str) -> dict[str, str]:
 @dataclass
 class Measured:
     seconds: float
+    cpu_seconds: float  # user + system, with the children it waited for (Prefect's server)
     peak_rss_mib: float  # of the command's own process (not its children)
     stdout: str
 
@@ -52,4 +53,5 @@ def measured(command: list[str], cwd: Path, env: dict[str, str]) -> Measured:
         err.seek(0)
         if process.returncode not in (0, 1):
             raise SystemExit(f"{' '.join(command)} exited {process.returncode}:\n{err.read()[-3000:]}")
-        return Measured(seconds, usage.ru_maxrss / 1024, out.read())  # ru_maxrss: KiB on Linux
+        cpu = usage.ru_utime + usage.ru_stime
+        return Measured(seconds, cpu, usage.ru_maxrss / 1024, out.read())  # ru_maxrss: KiB

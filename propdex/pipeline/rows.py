@@ -77,7 +77,7 @@ def document_row(
         "pipeline_version": fingerprint, "run_id": run_id, "last_run_id": run_id,
         "ingested_at": now, "last_attempt_at": now, "llm_calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-        "ocr": doc.ocr,
+        "ocr": doc.ocr, "encoding": doc.encoding, "furniture_removed": doc.furniture_removed,
     }
 
 

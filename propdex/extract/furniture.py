@@ -1,0 +1,99 @@
+"""Page furniture: running headers, running footers and page numbers of a PDF.
+
+A line is furniture when it lies in the top or bottom band of the page and the same line,
+with its digits normalised ("Page 3 of 19" = "Page 7 of 19"), lies in the same band on
+enough of the document's pages. A heading printed once, or a line repeated in the body,
+never qualifies, and neither does anything in a one-page document. An occurrence set much
+larger than the others (a title page repeating the running title in display type) is kept.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass
+
+from propdex.extract.layout import Block
+
+# Share of the page height searched at the top and at the bottom. Running heads and folios
+# sit within the outer 8% of a page in the usual layouts (A4, Letter, arXiv, 10-K filings).
+BAND = 0.1
+# A line is running furniture when it repeats on at least this share of the pages (and on
+# two pages at least): below one half, so headers alternating between left and right pages
+# (title on odd pages, authors on even ones) still count.
+MIN_PAGE_SHARE = 0.4
+# An occurrence whose line pitch exceeds the usual one by this factor is display type.
+_DISPLAY_TYPE = 1.3
+
+_DIGITS = re.compile(r"\d+")
+_ROMAN_NUMERAL = re.compile(r"(?i)^[ivxlcdm]+$")
+
+
+@dataclass(frozen=True)
+class PageLines:
+    """One page as the furniture detector sees it."""
+
+    height: float
+    top: float  # the page's y0 (usually 0)
+    blocks: list[Block]
+
+
+def furniture_key(line: str) -> str:
+    """A line as compared across pages: case, spacing, numbers and roman numerals aside."""
+    words = line.lower().split()
+    words = ["#" if _ROMAN_NUMERAL.match(w) else w for w in words]
+    return _DIGITS.sub("#", " ".join(words))
+
+
+def _band_lines(page: PageLines):
+    """(block index, line index, band, pitch) of each line lying in the top or bottom band;
+    a line's box is its block's box cut into equal slices, exact for one-line blocks."""
+    top_edge = page.top + BAND * page.height
+    bottom_edge = page.top + (1 - BAND) * page.height
+    for block_index, block in enumerate(page.blocks):
+        if top_edge < block.y0 and block.y1 < bottom_edge:
+            continue
+        pitch = block.line_pitch
+        for line_index in range(len(block.lines)):
+            y0 = block.y0 + line_index * pitch
+            if y0 + pitch <= top_edge:
+                yield block_index, line_index, "top", pitch
+            elif y0 >= bottom_edge:
+                yield block_index, line_index, "bottom", pitch
+
+
+def find_furniture(pages: list[PageLines]) -> list[set[tuple[int, int]]]:
+    """Per page, the (block index, line index) of its furniture lines."""
+    removed: list[set[tuple[int, int]]] = [set() for _ in pages]
+    if len(pages) < 2:
+        return removed
+    occurrences: dict[tuple[str, str], list[tuple[int, int, int, float]]] = {}
+    for page_index, page in enumerate(pages):
+        for block_index, line_index, band, pitch in _band_lines(page):
+            key = furniture_key(page.blocks[block_index].lines[line_index])
+            if key:
+                occurrences.setdefault((band, key), []).append(
+                    (page_index, block_index, line_index, pitch)
+                )
+    needed = max(2, math.ceil(MIN_PAGE_SHARE * len(pages)))
+    for found in occurrences.values():
+        if len({page_index for page_index, *_ in found}) < needed:
+            continue
+        usual = statistics.median(pitch for *_, pitch in found)
+        for page_index, block_index, line_index, pitch in found:
+            if pitch <= usual * _DISPLAY_TYPE:
+                removed[page_index].add((block_index, line_index))
+    return removed
+
+
+def page_text(blocks: list[Block], removed: set[tuple[int, int]]) -> str:
+    """The page's text as MuPDF writes it (a newline after every line), furniture left out."""
+    if not removed:
+        return "".join(line + "\n" for block in blocks for line in block.lines)
+    return "".join(
+        line + "\n"
+        for block_index, block in enumerate(blocks)
+        for line_index, line in enumerate(block.lines)
+        if (block_index, line_index) not in removed
+    )

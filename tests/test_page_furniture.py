@@ -74,11 +74,30 @@ def test_heading_printed_once_is_kept(tmp_path: Path, settings: Settings) -> Non
     assert "Coastal Beacons" == extract_document(path, settings).text.split("\n")[0]
 
 
+def test_title_in_display_type_repeating_the_running_header_is_kept(
+    tmp_path: Path, settings: Settings
+) -> None:
+    path = make_pdf(tmp_path / "title.pdf", BODIES, header=HEADER, heading=HEADER)
+    doc = extract_document(path, settings)
+    assert ([HEADER, BODIES[0]], len(BODIES)) == (
+        page_texts(path, settings)[0].split("\n"), doc.furniture_removed
+    )
+
+
 def test_line_at_the_top_of_a_few_pages_only_is_kept(tmp_path: Path, settings: Settings) -> None:
     # "Chapter" openings on two of ten pages: repeated, but not running furniture.
     pages = [("Chapter summary\n" if i in (0, 5) else "") + f"Body text of page {i}." for i in range(10)]
     path = make_pdf(tmp_path / "chapters.pdf", pages)
     assert 2 == extract_document(path, settings).text.count("Chapter summary")
+
+
+def test_numbered_record_line_at_the_top_of_every_page_is_kept(
+    tmp_path: Path, settings: Settings
+) -> None:
+    pages = [f"Logbook page {n} records drill core sample {n} from the basalt plateau."
+             for n in range(1, 6)]
+    path = make_pdf(tmp_path / "logbook.pdf", pages, footer="{page}")
+    assert pages == page_texts(path, settings)
 
 
 def test_one_page_document_loses_nothing(tmp_path: Path, settings: Settings) -> None:

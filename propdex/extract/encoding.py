@@ -28,9 +28,13 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 # so NULs fill one of the two byte positions; CJK text has few NULs but then nothing else
 # here would read it either. Below this share of NULs in one position it is not UTF-16.
 _UTF16_NUL_SHARE = 0.3
+# charset-normalizer ranks by "chaos" (odd character sequences) first; on short text the
+# Baltic and Central European code pages score as clean as cp1252 ("crčme" for "crème"),
+# so among the nearly clean candidates the one whose letters fit a language best wins.
+_CHAOS_MARGIN = 0.1
+_COHERENCE_MARGIN = 0.05
 # The WHATWG encoding standard reads latin-1 labelled content as windows-1252, and so do we
-# when the detector finds the two (or other Western code pages) equally plausible: its
-# statistics cannot tell cp1250 from cp1252 on short French or English text.
+# when it is as plausible as the best candidate.
 _WESTERN_DEFAULT = "cp1252"
 
 
@@ -99,16 +103,18 @@ def _codec_name(name: str) -> str:
 
 
 def _detected_encodings(data: bytes) -> list[str]:
-    """charset-normalizer's plausible encodings, most plausible first; cp1252 moves to
-    the front when it is as plausible as the best guess. Empty: no confident answer."""
+    """charset-normalizer's plausible encodings, most plausible first. Empty: no
+    confident answer."""
     from charset_normalizer import from_bytes
 
     matches = list(from_bytes(data))
     if not matches:
         return []
-    best = matches[0]
-    tied = [m for m in matches if m.chaos <= best.chaos and m.coherence >= best.coherence - 0.05]
-    names = [_codec_name(m.encoding) for m in matches]
-    if any(_WESTERN_DEFAULT in (m.encoding, *m.could_be_from_charset) for m in tied):
+    clean = [m for m in matches if m.chaos <= matches[0].chaos + _CHAOS_MARGIN]
+    top = max(m.coherence for m in clean)
+    fitting = [m for m in clean if m.coherence >= top - _COHERENCE_MARGIN]
+    names = [_codec_name(m.encoding) for m in sorted(fitting, key=lambda m: -m.coherence)]
+    if any(_WESTERN_DEFAULT in (m.encoding, *m.could_be_from_charset) for m in fitting):
         names.insert(0, _WESTERN_DEFAULT)
+    names += [_codec_name(m.encoding) for m in matches]
     return list(dict.fromkeys(names))

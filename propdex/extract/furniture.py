@@ -1,8 +1,8 @@
 """Page furniture: running headers, running footers and page numbers of a PDF.
 
 A line is furniture when it lies in the top or bottom band of the page and the same line,
-with its digits normalised ("Page 3 of 19" = "Page 7 of 19"), lies in the same band on
-enough of the document's pages. A heading printed once, or a line repeated in the body,
+with its digits normalised ("Page 3 of 19" = "Page 7 of 19"; short lines only), lies in the
+same band on enough of the document's pages. A heading printed once, or a line repeated in the body,
 never qualifies, and neither does anything in a one-page document. An occurrence set much
 larger than the others (a title page repeating the running title in display type) is kept.
 """
@@ -25,6 +25,10 @@ BAND = 0.1
 MIN_PAGE_SHARE = 0.4
 # An occurrence whose line pitch exceeds the usual one by this factor is display type.
 _DISPLAY_TYPE = 1.3
+# Lines that repeat only once their numbers are normalised are furniture when short ("Page 3
+# of 19", "Annual Report 2023 | 12"); a longer one is a record's first line ("Logbook page 3
+# records sample 3 from the plateau") that happens to sit at the top of every page.
+MAX_NUMBERED_CHARS = 40
 
 _DIGITS = re.compile(r"\d+")
 _ROMAN_NUMERAL = re.compile(r"(?i)^[ivxlcdm]+$")
@@ -69,16 +73,22 @@ def find_furniture(pages: list[PageLines]) -> list[set[tuple[int, int]]]:
     if len(pages) < 2:
         return removed
     occurrences: dict[tuple[str, str], list[tuple[int, int, int, float]]] = {}
+    spellings: dict[tuple[str, str], set[str]] = {}
     for page_index, page in enumerate(pages):
         for block_index, line_index, band, pitch in _band_lines(page):
-            key = furniture_key(page.blocks[block_index].lines[line_index])
+            line = page.blocks[block_index].lines[line_index]
+            key = furniture_key(line)
             if key:
                 occurrences.setdefault((band, key), []).append(
                     (page_index, block_index, line_index, pitch)
                 )
+                spellings.setdefault((band, key), set()).add(line.strip())
     needed = max(2, math.ceil(MIN_PAGE_SHARE * len(pages)))
-    for found in occurrences.values():
+    for band_key, found in occurrences.items():
         if len({page_index for page_index, *_ in found}) < needed:
+            continue
+        lines = spellings[band_key]
+        if len(lines) > 1 and max(map(len, lines)) > MAX_NUMBERED_CHARS:
             continue
         usual = statistics.median(pitch for *_, pitch in found)
         for page_index, block_index, line_index, pitch in found:

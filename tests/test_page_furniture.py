@@ -147,3 +147,15 @@ def test_full_width_lines_stay_above_and_below_the_columns(
     closing = "Both harvests were larger than the year before, and the orchard hired more pickers."
     path = make_two_column_pdf(tmp_path / "report.pdf", LEFT, RIGHT, title=title, closing=closing)
     assert [title, *LEFT, *RIGHT, closing] == extract_document(path, settings).text.split("\n")
+
+
+def test_table_rows_are_not_read_as_columns(tmp_path: Path, settings: Settings) -> None:
+    # Two table columns written row by row look like interleaved columns, but their cells
+    # leave most of each side empty: the rows stay together.
+    levels = ["Level 0: No AI", "Level 1: Emerging, unreliable but general", "Level 2: Competent",
+              "Level 3: Expert", "Level 4: Virtuoso, beyond most people", "Level 5: Superhuman"]
+    systems = ["calculator software", "ChatGPT, Bard and Llama 2 in their 2023 versions",
+               "not yet achieved", "Imagen, Dall-E 2", "AlphaGo", "AlphaFold, AlphaZero and Stockfish"]
+    path = make_two_column_pdf(tmp_path / "table.pdf", levels, systems, order="lines")
+    rows = [cell for pair in zip(levels, systems) for cell in pair]
+    assert rows == extract_document(path, settings).text.split("\n")

@@ -15,6 +15,7 @@ paragraph shares the page with them.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import pymupdf
@@ -50,6 +51,9 @@ _MIXED_MIN_LINE_CHARS = 20
 _GUTTER_ZONE = (0.3, 0.7)
 _GUTTER_STEP = 2.0  # points
 _MIN_COLUMN_LINES = 3
+# Lines of a prose column fill most of its width; the cells of a table (which MuPDF reads
+# row by row, as it should be read) leave most of each side of the page empty.
+_PROSE_FILL = 0.6
 
 
 def page_blocks(textpage: pymupdf.TextPage) -> list[Block]:
@@ -116,8 +120,8 @@ def _line_blocks(page_dict: dict) -> list[tuple[Block, bool]]:
 
 
 def _find_gutter(lines: list[Block]) -> float | None:
-    """The x in the middle of the text area crossed by the fewest lines, when lines on both
-    sides of it share vertical space (two columns); None when there is no such x."""
+    """The x in the middle of the text area crossed by the fewest lines, when lines of prose
+    on both sides of it share vertical space (two columns); None when there is no such x."""
     x_min = min(b.x0 for b in lines)
     x_max = max(b.x1 for b in lines)
     width = x_max - x_min
@@ -139,8 +143,15 @@ def _find_gutter(lines: list[Block]) -> float | None:
         return None
     if best[0] > (len(left) + len(right)) / 2:
         return None  # most lines cross it: one column with a few short lines
+    if not (_is_prose_column(left) and _is_prose_column(right)):
+        return None
     side_by_side = any(r.y0 < l.y1 and l.y0 < r.y1 for l in left for r in right)
     return gutter if side_by_side else None
+
+
+def _is_prose_column(lines: list[Block]) -> bool:
+    width = max(b.x1 for b in lines) - min(b.x0 for b in lines)
+    return statistics.median(b.x1 - b.x0 for b in lines) >= _PROSE_FILL * width
 
 
 def columns_in_order(lines: list[tuple[Block, bool]]) -> list[Block] | None:

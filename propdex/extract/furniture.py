@@ -51,20 +51,20 @@ def furniture_key(line: str) -> str:
 
 
 def _band_lines(page: PageLines):
-    """(block index, line index, band, pitch) of each line lying in the top or bottom band;
-    a line's box is its block's box cut into equal slices, exact for one-line blocks."""
+    """(block index, line index, line, band, pitch) of each line lying in the top or bottom
+    band; a line's box is its block's box cut into equal slices, exact for one-line blocks."""
     top_edge = page.top + BAND * page.height
     bottom_edge = page.top + (1 - BAND) * page.height
     for block_index, block in enumerate(page.blocks):
         if top_edge < block.y0 and block.y1 < bottom_edge:
             continue
         pitch = block.line_pitch
-        for line_index in range(len(block.lines)):
+        for line_index, line in enumerate(block.lines):
             y0 = block.y0 + line_index * pitch
             if y0 + pitch <= top_edge:
-                yield block_index, line_index, "top", pitch
+                yield block_index, line_index, line, "top", pitch
             elif y0 >= bottom_edge:
-                yield block_index, line_index, "bottom", pitch
+                yield block_index, line_index, line, "bottom", pitch
 
 
 def find_furniture(pages: list[PageLines]) -> list[set[tuple[int, int]]]:
@@ -75,8 +75,7 @@ def find_furniture(pages: list[PageLines]) -> list[set[tuple[int, int]]]:
     occurrences: dict[tuple[str, str], list[tuple[int, int, int, float]]] = {}
     spellings: dict[tuple[str, str], set[str]] = {}
     for page_index, page in enumerate(pages):
-        for block_index, line_index, band, pitch in _band_lines(page):
-            line = page.blocks[block_index].lines[line_index]
+        for block_index, line_index, line, band, pitch in _band_lines(page):
             key = furniture_key(line)
             if key:
                 occurrences.setdefault((band, key), []).append(
@@ -100,10 +99,12 @@ def find_furniture(pages: list[PageLines]) -> list[set[tuple[int, int]]]:
 def page_text(blocks: list[Block], removed: set[tuple[int, int]]) -> str:
     """The page's text as MuPDF writes it (a newline after every line), furniture left out."""
     if not removed:
-        return "".join(line + "\n" for block in blocks for line in block.lines)
+        return "".join(block.text for block in blocks)
+    touched = {block_index for block_index, _ in removed}
     return "".join(
-        line + "\n"
+        block.text if block_index not in touched else "".join(
+            line + "\n" for line_index, line in enumerate(block.lines)
+            if (block_index, line_index) not in removed
+        )
         for block_index, block in enumerate(blocks)
-        for line_index, line in enumerate(block.lines)
-        if (block_index, line_index) not in removed
     )

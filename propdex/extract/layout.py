@@ -23,17 +23,27 @@ import pymupdf
 
 @dataclass(frozen=True)
 class Block:
-    """Lines MuPDF grouped together, top to bottom; ``lines`` hold no newline."""
+    """Lines MuPDF grouped together, top to bottom, as MuPDF writes them: ``text`` has a
+    newline after every line. Lines are split out only where needed (most blocks are only
+    ever joined back into the page text)."""
 
     x0: float
     y0: float
     x1: float
     y1: float
-    lines: tuple[str, ...]
+    text: str
+
+    @property
+    def line_count(self) -> int:
+        return self.text.count("\n")
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")[:-1]
 
     @property
     def line_pitch(self) -> float:
-        return (self.y1 - self.y0) / len(self.lines)
+        return (self.y1 - self.y0) / self.line_count
 
 
 # A prose block: what a column of body text is made of (table cells and figure labels are
@@ -47,6 +57,10 @@ _CHAR_WIDTH_PER_PITCH = 0.4
 _MIXED_LINE_SHARE = 0.6
 _MIXED_MIN_LINES = 4
 _MIXED_MIN_LINE_CHARS = 20
+# Column prose has lines of even length (the median at 0.8 of the longest or more); the
+# blocks of references and table rows that also span the page with short lines do not, and
+# reading them line by line would cost time for nothing.
+_EVEN_LINES = 0.8
 # The gutter is looked for in the middle of the text area, where two columns meet.
 _GUTTER_ZONE = (0.3, 0.7)
 _GUTTER_STEP = 2.0  # points
@@ -61,9 +75,9 @@ def page_blocks(textpage: pymupdf.TextPage) -> list[Block]:
     MuPDF interleaved two columns. Joined with a newline after every line they give
     ``textpage.extractText()`` exactly (or its lines reordered)."""
     blocks = [
-        Block(x0, y0, x1, y1, tuple(text.split("\n")[:-1]) if text.endswith("\n") else tuple(text.split("\n")))
+        Block(x0, y0, x1, y1, text if text.endswith("\n") else text + "\n")
         for x0, y0, x1, y1, text, _number, kind in textpage.extractBLOCKS()
-        if kind == 0
+        if kind == 0 and text
     ]
     if not looks_interleaved(blocks):
         return blocks
@@ -85,7 +99,7 @@ def looks_interleaved(blocks: list[Block]) -> bool:
     for block in blocks:
         if _mixes_columns(block, middle):
             return True
-        if sum(map(len, block.lines)) < _PROSE_CHARS:
+        if len(block.text) - block.line_count < _PROSE_CHARS:
             continue
         if block.x0 >= middle - tolerance:
             right_seen.append(block)
@@ -98,13 +112,14 @@ def looks_interleaved(blocks: list[Block]) -> bool:
 
 
 def _mixes_columns(block: Block, middle: float) -> bool:
-    count = len(block.lines)
+    count = block.line_count
     if count < _MIXED_MIN_LINES or not block.x0 < middle < block.x1:
         return False
-    if sum(map(len, block.lines)) / count < _MIXED_MIN_LINE_CHARS:
+    lengths = [len(line) for line in block.lines]
+    longest = max(lengths)
+    if sum(lengths) / count < _MIXED_MIN_LINE_CHARS or statistics.median(lengths) < _EVEN_LINES * longest:
         return False
-    longest = max(map(len, block.lines)) * _CHAR_WIDTH_PER_PITCH * block.line_pitch
-    return longest < _MIXED_LINE_SHARE * (block.x1 - block.x0)
+    return longest * _CHAR_WIDTH_PER_PITCH * block.line_pitch < _MIXED_LINE_SHARE * (block.x1 - block.x0)
 
 
 def _line_blocks(page_dict: dict) -> list[tuple[Block, bool]]:
@@ -115,7 +130,7 @@ def _line_blocks(page_dict: dict) -> list[tuple[Block, bool]]:
         for line in block.get("lines", []):
             x0, y0, x1, y1 = line["bbox"]
             text = "".join(span["text"] for span in line["spans"])
-            lines.append((Block(x0, y0, x1, y1, (text,)), line["dir"] == (1.0, 0.0)))
+            lines.append((Block(x0, y0, x1, y1, text + "\n"), line["dir"] == (1.0, 0.0)))
     return lines
 
 

@@ -30,6 +30,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 from propdex.errors import PropdexError, StorageError
 from propdex.store import predicates as p
 from propdex.store.consistency import find_problems
+from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
 from propdex.store.locks import WriterLocks
 from propdex.store.schema import (
     CHUNKS,
@@ -113,6 +114,8 @@ class Index:
         self._guard = threading.RLock()
         local = _is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)
+        self._live = LiveDocumentsCache(lambda: self.table(DOCUMENTS),
+                                        lambda: self.read(DOCUMENTS, LIVE_COLUMNS))
 
     @classmethod
     def open(cls, uri: str, dim: int | None = None, *, create: bool = True,
@@ -328,10 +331,14 @@ class Index:
         rows = self.read(DOCUMENTS, names, p.eq("doc_id", doc_id))
         return rows[0] if rows else None
 
+    def live_documents(self) -> LiveDocuments:
+        """The documents with a searchable version (run_id, title, source), as of the
+        documents table's latest version; re-read only when that version changed."""
+        return self._live.get()
+
     def live_runs(self) -> dict[str, str]:
         """doc_id -> committed run_id for every document that has a searchable version."""
-        rows = self.read(DOCUMENTS, ["doc_id", "run_id"])
-        return {r["doc_id"]: r["run_id"] for r in rows if r["run_id"] is not None}
+        return dict(self.live_documents().runs)
 
     def _committed_run(self, doc_id: str) -> str | None:
         rows = self.read(DOCUMENTS, ["run_id"], p.eq("doc_id", doc_id))

@@ -5,7 +5,8 @@ IndexReader methods, so an agent gets the service's results, with pages and offs
 The `mcp` package is an optional extra.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: the MCP server reads the tool signatures, whose
+# query bound is a local value a string annotation could not resolve.
 
 from typing import Annotated, Any
 
@@ -27,6 +28,7 @@ def build_mcp_server(reader: IndexReader) -> Any:
     """An MCPServer whose tools search ``reader``'s index and fetch its chunks."""
     try:
         from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as exc:
         raise McpUnavailableError(
             "`propdex mcp` needs the 'mcp' extra: pip install 'propdex[mcp]' "
@@ -62,7 +64,7 @@ def build_mcp_server(reader: IndexReader) -> Any:
         document title and source, and its propositions with their grades."""
         chunk = reader.chunk(chunk_id)
         if chunk is None:
-            raise ValueError(f"no live chunk {chunk_id!r}")
+            raise ToolError(f"no live chunk {chunk_id!r}")  # shown to the agent as is
         return chunk
 
     return server

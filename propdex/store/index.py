@@ -101,8 +101,11 @@ class Index:
 
     def __init__(self, uri: str, dim: int | None = None, *, create: bool = True,
                  vector_index_threshold: int = VECTOR_INDEX_THRESHOLD,
-                 storage_options: dict[str, str] | None = None):
+                 storage_options: dict[str, str] | None = None, exact_search: bool = False):
         self.uri = _absolute(uri)
+        # Exact (flat) vector search even where a vector index exists: the reference that
+        # the approximate search's recall is measured against (bench/bench_serve.py).
+        self.exact_search = exact_search
         self.storage_options = storage_options  # object-store endpoint and credentials
         self.dim = dim
         self.create = create
@@ -120,12 +123,12 @@ class Index:
     @classmethod
     def open(cls, uri: str, dim: int | None = None, *, create: bool = True,
              vector_index_threshold: int = VECTOR_INDEX_THRESHOLD,
-             storage_options: dict[str, str] | None = None) -> Index:
+             storage_options: dict[str, str] | None = None, exact_search: bool = False) -> Index:
         """Open the index at ``uri`` (a folder or an object-store URI). Nothing is created
         until the first write; with ``create=False`` a write that would need to create the
         database or a table raises StorageError instead."""
         return cls(uri, dim, create=create, vector_index_threshold=vector_index_threshold,
-                   storage_options=storage_options)
+                   storage_options=storage_options, exact_search=exact_search)
 
     # Connection and tables -----------------------------------------------------------
     @contextmanager
@@ -297,7 +300,9 @@ class Index:
                              f"{stored}-dimensional vectors")
         with self._storage(f"search {name}"):
             query = table.search(query_vector, vector_column_name=VECTOR).distance_type("cosine")
-            if _has_vector_index(table):
+            if self.exact_search:
+                query = query.bypass_vector_index()
+            elif _has_vector_index(table):
                 query = query.nprobes(VECTOR_INDEX_NPROBES)
             if where:
                 query = query.where(where, prefilter=True)

@@ -137,6 +137,8 @@ def build(n_props: int, data: Sentences, *, force: bool = False) -> Path:
     path = index_path(n_props, data)
     done = path.parent / "built.json"
     if done.is_file() and not force:
+        # Indexes the current propdex adds in optimize() (a no-op when all are there).
+        Index.open(str(path), create=False).optimize()
         return path
     shutil.rmtree(path.parent, ignore_errors=True)
     path.parent.mkdir(parents=True)

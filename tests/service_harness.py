@@ -14,12 +14,21 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 
 from tests.scripted_server import ScriptedServer, hashed_vector
 from tests.store_rows import DIM, make_version
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 120  # a loaded 2-core machine imports FastAPI and LanceDB slowly
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[ScriptedServer]:
+    """The scripted server, embedding in DIM dimensions for the service and the CLI."""
+    server = ScriptedServer(embed_dim=DIM).start()
+    yield server
+    server.stop()
 
 
 def free_port() -> int:

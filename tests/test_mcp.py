@@ -9,20 +9,14 @@ import anyio
 import pytest
 
 from propdex.store import Index
-from tests.scripted_server import ScriptedServer
-from tests.service_harness import REPO, embedding_environment, version
+from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
+    REPO, embedding_environment, scripted, version,
+)
 from tests.store_rows import DIM
 
 mcp_client = pytest.importorskip(
     "mcp.client.client", reason="the optional 'mcp' extra is not installed (pip install mcp)")
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def scripted():
-    server = ScriptedServer(embed_dim=DIM).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

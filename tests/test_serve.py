@@ -17,9 +17,8 @@ import pytest
 from propdex.cli import main
 from propdex.service.run import is_loopback
 from propdex.store import Index
-from tests.scripted_server import ScriptedServer
-from tests.service_harness import (
-    REPO, embedding_environment, free_port, running_service, scripted_vector, version,
+from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
+    REPO, embedding_environment, free_port, running_service, scripted, scripted_vector, version,
 )
 from tests.store_rows import DIM
 
@@ -38,13 +37,6 @@ def beta(run_id: str = "r1"):
     return version("beta", run_id, [["Bees make honey from nectar.", "Honey keeps for years."],
                                     ["Zebras graze on the savanna grass.", "Zebras live in herds."]],
                    BETA_SOURCE, "Beta Notes")
-
-
-@pytest.fixture(scope="module")
-def scripted():
-    server = ScriptedServer(embed_dim=DIM).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,10 @@ class LLMOutputError(LLMError):
     """The LLM answered, but the answer stayed invalid after one repair attempt."""
 
 
+class EmbedModelError(PropdexError):
+    """The local embedding model could not be prepared (the one-time ONNX conversion failed)."""
+
+
 class StorageError(PropdexError):
     """The database could not be read or written (read-only folder, disk full, ...)."""
 

@@ -83,7 +83,8 @@ def commit_document(
     outcomes: list[ChunkPropositions] = propositions.outcomes
     chunks = chunked.chunks
     usage: Usage = context.usage + chunked.usage + propositions.usage
-    row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id, usage)
+    row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id,
+                       usage, embed_truncated=embeddings.truncated)
     dim = int(embeddings.chunk_vectors.shape[1])
     open_index(settings, dim=dim).replace_document(
         row,
@@ -99,6 +100,7 @@ def commit_document(
         chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
+        embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )
 

@@ -34,7 +34,6 @@ def _environment() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ["PROPDEX_LLM"] = "offline"
 
 

@@ -120,13 +120,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from propdex.runtime import embedder_for
-    from propdex.search import search
+    from propdex.search import DEFAULT_LEVEL, DEFAULT_MODE, search
 
     settings = _settings(args)
     index = _open_index(args)
-    vector = None if args.mode == "fts" else embedder_for(settings).embed_query(args.query)
+    # Unset options take the evaluated default search (resolved here: importing
+    # propdex.search while parsing would slow every command down).
+    level, mode = args.level or DEFAULT_LEVEL, args.mode or DEFAULT_MODE
+    vector = None if mode == "fts" else embedder_for(settings).embed_query(args.query)
     results = search(
-        index, args.query, vector, level=args.level, mode=args.mode, k=args.k,
+        index, args.query, vector, level=level, mode=mode, k=args.k,
         doc_ids=args.doc or None, source_glob=args.source,
     )
     if args.json:
@@ -257,8 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = with_db(commands.add_parser("search", help="search the index"))
     search.add_argument("query")
-    search.add_argument("--level", choices=["propositions", "chunks", "both"], default="propositions")
-    search.add_argument("--mode", choices=["vector", "fts", "hybrid"], default="vector")
+    search.add_argument("--level", choices=["propositions", "chunks", "both"],
+                        help="default: propdex.search.DEFAULT_LEVEL (the evaluated default search)")
+    search.add_argument("--mode", choices=["vector", "fts", "hybrid"],
+                        help="default: propdex.search.DEFAULT_MODE (the evaluated default search)")
     search.add_argument("-k", type=int, default=5)
     search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")

@@ -28,15 +28,19 @@ import numpy as np
 
 from propdex.store import predicates as p
 from propdex.store.index import Index
-from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS
+from propdex.store.schema import CHUNKS, PROPOSITIONS
 
 Level = Literal["propositions", "chunks", "both"]
 Mode = Literal["vector", "fts", "hybrid"]
 
-RRF_K = 60
-# The default search: hybrid over both tables, chunk-level RRF (see the README's evaluation).
+# Defaults of every entry point (CLI, service, MCP, Python API, evaluation): they take
+# these, so a change here changes them all. Level and mode are the search that won on
+# eval/dev_questions.jsonl (README, Evaluation): hybrid over both tables, chunk-level RRF.
 DEFAULT_LEVEL: Level = "both"
 DEFAULT_MODE: Mode = "hybrid"
+DEFAULT_K = 5
+
+RRF_K = 60
 # Parent chunks each ranking contributes to a fused ("both") ranking: deeper than k, so
 # a chunk ranked 8th by one signal and 2nd by another still gets both contributions.
 FUSION_DEPTH = 20
@@ -86,7 +90,7 @@ def search(
     *,
     level: Level = DEFAULT_LEVEL,
     mode: Mode = DEFAULT_MODE,
-    k: int = 5,
+    k: int = DEFAULT_K,
     doc_ids: list[str] | None = None,
     source_glob: str | None = None,
 ) -> list[SearchResult]:
@@ -100,9 +104,8 @@ def search(
     if k < 1:
         return []
 
-    rows = index.read(DOCUMENTS, ["doc_id", "run_id", "title", "source"])
-    documents = {d["doc_id"]: d for d in rows}
-    live = {doc_id: d["run_id"] for doc_id, d in documents.items() if d["run_id"] is not None}
+    snapshot = index.live_documents()  # cached per documents table version
+    documents, live = snapshot.documents, snapshot.runs
     allowed = _allowed_documents(documents, live, doc_ids, source_glob)
     if not live or allowed == []:
         return []

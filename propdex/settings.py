@@ -14,7 +14,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
-PIPELINE_VERSION = "1"
+# 2: PDF page furniture left out of the text, two-column pages in column order, legacy
+# text encodings read instead of refused.
+PIPELINE_VERSION = "2"
 
 LLMStep = Literal["context", "propositions", "grading"]
 

@@ -100,6 +100,7 @@ def commit_document(
         chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
+        encoding=doc.encoding, furniture_removed=doc.furniture_removed,
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )

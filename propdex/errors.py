@@ -43,6 +43,18 @@ class PathNotAllowedError(ExtractionError):
     """The path resolves outside the allowed roots (directly, through a symlink or ``..``)."""
 
 
+class DatabaseNotAllowedError(PropdexError):
+    """A deployment run named a database outside the allowed database roots."""
+
+    def __init__(self, db: str, reason: str):
+        super().__init__(f"db {db}: {reason}")
+        self.db = db
+        self.reason = reason
+
+    def __reduce__(self):  # Prefect pickles task exceptions; rebuild from both fields
+        return type(self), (self.db, self.reason)
+
+
 class DocumentTimeoutError(DocumentError, TimeoutError):
     """A document was not done within document_timeout_s (stuck in extraction or the LLM)."""
 
@@ -82,6 +94,10 @@ class WatchUnavailableError(PropdexError):
 
 class NoPrefectServerError(PropdexError):
     """No PREFECT_API_URL is configured, so events would reach no server."""
+
+
+class PrefectStartError(PropdexError):
+    """Prefect's ephemeral API, started for a CLI run, exited or did not answer in time."""
 
 
 def error_kind(exc: BaseException) -> str:

@@ -14,7 +14,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
-PIPELINE_VERSION = "1"
+# 2: PDF page furniture left out of the text, two-column pages in column order, legacy
+# text encodings read instead of refused.
+PIPELINE_VERSION = "2"
 
 LLMStep = Literal["context", "propositions", "grading"]
 
@@ -102,7 +104,10 @@ class Settings(BaseSettings):
     threshold_conciseness: int = Field(7, ge=1, le=10)
 
     # Embeddings
-    embedder: Literal["minilm", "openai"] = "minilm"
+    embedder: Literal["minilm", "openai", "e5-small"] = Field(
+        "minilm", description="minilm (local all-MiniLM-L6-v2), openai (an embeddings endpoint) "
+        "or e5-small (local 4-bit multilingual-e5-small, the 'e5' extra)."
+    )
     embed_model: str | None = Field(
         None, description="Embedding model; default all-MiniLM-L6-v2 (minilm) or text-embedding-3-small."
     )
@@ -143,7 +148,28 @@ class Settings(BaseSettings):
         default_factory=list, description="Folders runs may read under (JSON list or comma-separated)."
     )
 
-    @field_validator("allowed_roots", mode="before")
+    # Deployment runs: the index a run may write must resolve under one of these folders;
+    # empty = the deployment's own default db. Not an IngestOptions field, like allowed_roots.
+    allowed_db_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Folders (or URI prefixes) a deployment run's db must lie under (JSON list or comma-separated).",
+    )
+
+    # Query service (`propdex serve`, `propdex mcp`) and its clients
+    server_url: str | None = Field(
+        None, description="A running `propdex serve` (http://127.0.0.1:8765): `propdex search` asks it instead of opening the index.",
+    )
+    api_token: SecretStr | None = Field(
+        None, description="Bearer token every request to `propdex serve` needs; required to bind a non-loopback address.",
+    )
+    serve_host: str = Field("127.0.0.1", description="Address `propdex serve` binds.")
+    serve_port: int = Field(8765, ge=0, le=65535, description="Port `propdex serve` listens on.")
+    api_cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Origins allowed cross-origin requests to `propdex serve` (JSON list or comma-separated); empty = no CORS.",
+    )
+    api_max_query_chars: int = Field(2000, ge=1, description="Longest query the service accepts.")
+    api_max_body_bytes: int = Field(65536, ge=1024, description="Largest request body the service accepts.")
+
+    @field_validator("allowed_roots", "allowed_db_roots", "api_cors_origins", mode="before")
     @classmethod
     def _roots_from_text(cls, value: object) -> object:
         if isinstance(value, str):
@@ -208,6 +234,8 @@ class Settings(BaseSettings):
             return self.embed_model
         if self.embedder == "openai":
             return "text-embedding-3-small"
+        if self.embedder == "e5-small":
+            return "multilingual-e5-small-q4"
         return "all-MiniLM-L6-v2-int8" if self.embed_precision == "int8" else "all-MiniLM-L6-v2"
 
     @property

@@ -11,14 +11,13 @@ from prefect.artifacts import create_markdown_artifact
 
 from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
-from propdex.pipeline.plan import Plan, WorkItem, make_plan
+from propdex.pipeline.plan import Plan, WorkItem, plan_sources
 from propdex.pipeline.report import render_markdown
 from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
 from propdex.pipeline.timing import pop_stage_seconds
 from propdex.runtime import backend_for
-from propdex.security import roots_of_sources
+from propdex.security import check_db_allowed, roots_of_sources
 from propdex.settings import Settings
-from propdex.sources import discover
 from propdex.store import Index
 from tasks.documents import Embeddings, Propositions
 from tasks.policies import retry_transient
@@ -31,26 +30,37 @@ def open_index(settings: Settings, **options) -> Index:
 
 @task(name="allowed-roots", retries=2, retry_condition_fn=retry_transient)
 def deployment_allowed_roots(settings: Settings) -> Settings:
-    """The run's settings, with the allowed roots defaulting, in a deployment's runs, to the
-    folders of the deployment's own default ``sources``: a run form or an event may then name
-    files there but nowhere else unless PROPDEX_ALLOWED_ROOTS says so. CLI runs (no
-    deployment) and runs with configured roots are left as they are."""
+    """The run's settings, checked and narrowed in a deployment's runs (a run form or an
+    event payload chose the parameters):
+
+    - the ``db`` must lie under PROPDEX_ALLOWED_DB_ROOTS, by default the deployment's own
+      default ``db``, so a run cannot write an index into any folder the worker can write
+      (DatabaseNotAllowedError, before anything is read or written);
+    - the allowed roots of sources default to the folders of the deployment's own default
+      ``sources``: a run may name files there but nowhere else unless
+      PROPDEX_ALLOWED_ROOTS says so.
+
+    CLI runs (no deployment) are left as they are."""
     deployment_id = deployment.get_id()
-    if settings.allowed_roots or deployment_id is None:
+    if deployment_id is None:
         return settings
-    with get_client(sync_client=True) as client:
-        defaults = client.read_deployment(deployment_id).parameters.get("sources") or []
-    roots = roots_of_sources(list(defaults), os.getcwd())
+    defaults: dict = {}
+    if not (settings.allowed_roots and settings.allowed_db_roots):
+        with get_client(sync_client=True) as client:
+            defaults = client.read_deployment(deployment_id).parameters
+    own_db = defaults.get("db") or Settings.model_fields["db"].default
+    db_roots = settings.allowed_db_roots or [own_db]
+    check_db_allowed(settings.db, db_roots, os.getcwd())
+    if settings.allowed_roots:
+        return settings
+    roots = roots_of_sources(list(defaults.get("sources") or []), os.getcwd())
     return settings.model_copy(update={"allowed_roots": roots}) if roots else settings
 
 
 @task(name="plan", retries=0)
 def plan_run(sources: list[str], settings: Settings, force: bool, prune: bool) -> Plan:
     """Discover the sources and compare them with the ledger (content hash + fingerprint)."""
-    fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
-    ledger = open_index(settings, create=False).documents()
-    return make_plan(discover(sources, settings.allowed_roots), ledger, fingerprint,
-                     force=force, prune=prune)
+    return plan_sources(sources, settings, force=force, prune=prune)
 
 
 @task(name="sweep-uncommitted", retries=2, retry_condition_fn=retry_transient)
@@ -86,6 +96,7 @@ def commit_document(
         chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
+        encoding=doc.encoding, furniture_removed=doc.furniture_removed,
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )

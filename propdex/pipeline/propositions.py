@@ -12,7 +12,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from propdex.cache import ResultCache, cache_key
 from propdex.deadlines import current_deadline, submit_with_deadline
 from propdex.errors import LLMOutputError
-from propdex.llm.client import error_usage
 from propdex.ids import prop_id_for
 from propdex.llm.base import LLMBackend
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, Proposition, Scores, Usage
@@ -110,6 +109,10 @@ def propositions_for_document(
                 try:
                     value, spent = future.result()
                 except LLMOutputError as exc:
+                    # Imported here: openai (which the client imports) takes ~0.5 s to import
+                    # and an offline run never needs it.
+                    from propdex.llm.client import error_usage
+
                     usage[chunk.chunk_id] += error_usage(exc)
                     results[chunk.chunk_id] = ChunkPropositions(
                         chunk.chunk_id, [], error=f"{stage}: {exc}", usage=usage[chunk.chunk_id])

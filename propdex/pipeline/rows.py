@@ -78,6 +78,7 @@ def document_row(
         "ingested_at": now, "last_attempt_at": now, "llm_calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "ocr": doc.ocr, "embed_truncated": embed_truncated,
+        "encoding": doc.encoding, "furniture_removed": doc.furniture_removed,
     }
 
 

@@ -23,13 +23,14 @@ from typing import Any, TypeVar
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, IvfFlat
+from lancedb.index import FTS, Bitmap, BTree, IvfFlat
 from lancedb.query import MatchQuery
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from propdex.errors import PropdexError, StorageError
 from propdex.store import predicates as p
 from propdex.store.consistency import find_problems
+from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
 from propdex.store.locks import WriterLocks
 from propdex.store.schema import (
     CHUNKS,
@@ -54,6 +55,15 @@ VECTOR_INDEX_NPROBES = 40
 # once it holds this many times the rows the index was trained on, the index is re-trained.
 VECTOR_INDEX_RETRAIN_GROWTH = 4
 _VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)")
+# Scalar indexes optimize() keeps, for the filters every search runs (measured at 1M
+# propositions and 100k chunks, bench/bench_serve.py): the prefilter ``passed = true`` costs
+# 139 ms per vector search without a bitmap index and nothing with it (24 ms either way
+# otherwise); each proposition hit fetches its parent chunk by id, a scan of the chunks
+# table without the B-tree.
+_SCALAR_INDEXES: dict[str, dict[str, Callable[[], Any]]] = {
+    CHUNKS: {"chunk_id": BTree},
+    PROPOSITIONS: {"passed": Bitmap},
+}
 
 # Columns a failure changes on a document that already has a committed version: the
 # attempt's outcome, and the content hash and fingerprint it saw (so change detection
@@ -100,8 +110,11 @@ class Index:
 
     def __init__(self, uri: str, dim: int | None = None, *, create: bool = True,
                  vector_index_threshold: int = VECTOR_INDEX_THRESHOLD,
-                 storage_options: dict[str, str] | None = None):
+                 storage_options: dict[str, str] | None = None, exact_search: bool = False):
         self.uri = _absolute(uri)
+        # Exact (flat) vector search even where a vector index exists: the reference that
+        # the approximate search's recall is measured against (bench/bench_serve.py).
+        self.exact_search = exact_search
         self.storage_options = storage_options  # object-store endpoint and credentials
         self.dim = dim
         self.create = create
@@ -113,16 +126,18 @@ class Index:
         self._guard = threading.RLock()
         local = _is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)
+        self._live = LiveDocumentsCache(lambda: self.table(DOCUMENTS),
+                                        lambda: self.read(DOCUMENTS, LIVE_COLUMNS))
 
     @classmethod
     def open(cls, uri: str, dim: int | None = None, *, create: bool = True,
              vector_index_threshold: int = VECTOR_INDEX_THRESHOLD,
-             storage_options: dict[str, str] | None = None) -> Index:
+             storage_options: dict[str, str] | None = None, exact_search: bool = False) -> Index:
         """Open the index at ``uri`` (a folder or an object-store URI). Nothing is created
         until the first write; with ``create=False`` a write that would need to create the
         database or a table raises StorageError instead."""
         return cls(uri, dim, create=create, vector_index_threshold=vector_index_threshold,
-                   storage_options=storage_options)
+                   storage_options=storage_options, exact_search=exact_search)
 
     # Connection and tables -----------------------------------------------------------
     @contextmanager
@@ -294,7 +309,9 @@ class Index:
                              f"{stored}-dimensional vectors")
         with self._storage(f"search {name}"):
             query = table.search(query_vector, vector_column_name=VECTOR).distance_type("cosine")
-            if _has_vector_index(table):
+            if self.exact_search:
+                query = query.bypass_vector_index()
+            elif _has_vector_index(table):
                 query = query.nprobes(VECTOR_INDEX_NPROBES)
             if where:
                 query = query.where(where, prefilter=True)
@@ -328,10 +345,14 @@ class Index:
         rows = self.read(DOCUMENTS, names, p.eq("doc_id", doc_id))
         return rows[0] if rows else None
 
+    def live_documents(self) -> LiveDocuments:
+        """The documents with a searchable version (run_id, title, source), as of the
+        documents table's latest version; re-read only when that version changed."""
+        return self._live.get()
+
     def live_runs(self) -> dict[str, str]:
         """doc_id -> committed run_id for every document that has a searchable version."""
-        rows = self.read(DOCUMENTS, ["doc_id", "run_id"])
-        return {r["doc_id"]: r["run_id"] for r in rows if r["run_id"] is not None}
+        return dict(self.live_documents().runs)
 
     def _committed_run(self, doc_id: str) -> str | None:
         rows = self.read(DOCUMENTS, ["run_id"], p.eq("doc_id", doc_id))
@@ -451,15 +472,21 @@ class Index:
                 self._delete_where(where, (DOCUMENTS,))
                 self._delete_where(where)
 
-    def sweep_uncommitted(self) -> int:
-        """Delete chunk and proposition rows that belong to no committed (doc_id, run_id):
-        what a crashed run appended but never committed. Returns the rows removed."""
+    def uncommitted_documents(self) -> set[str]:
+        """doc_ids that have chunk or proposition rows of no committed (doc_id, run_id): what
+        a crashed run appended but never committed, and what ``sweep_uncommitted`` removes."""
         stale = set()
         live = self.live_runs()
         for name in (CHUNKS, PROPOSITIONS):
             for row in self.read(name, ["doc_id", "run_id"]):
                 if live.get(row["doc_id"]) != row["run_id"]:
                     stale.add(row["doc_id"])
+        return stale
+
+    def sweep_uncommitted(self) -> int:
+        """Delete chunk and proposition rows that belong to no committed (doc_id, run_id):
+        what a crashed run appended but never committed. Returns the rows removed."""
+        stale = self.uncommitted_documents()
         if not stale:
             return 0
         with self._hold(stale):
@@ -492,12 +519,25 @@ class Index:
                 self._write(f"optimize {name}",
                             lambda: table.optimize(cleanup_older_than=cleanup_older_than))
                 actions = ["optimized"]
+                for column in _SCALAR_INDEXES.get(name, {}):
+                    if self._ensure_scalar_index(table, name, column):
+                        actions.append(f"built the {column} index")
                 if name != DOCUMENTS:
                     action = self._train_vector_index(table, name, threshold)
                     if action:
                         actions.append(action)
             done[name] = ", ".join(actions)
         return done
+
+    def _ensure_scalar_index(self, table: Any, name: str, column: str) -> bool:
+        """Build the scalar index _SCALAR_INDEXES names for ``column`` once; optimize()
+        folds new rows into it afterwards. Returns whether it was built now."""
+        if any(i.columns == [column] for i in table.list_indices()):
+            return False
+        config = _SCALAR_INDEXES[name][column]()
+        self._write(f"build the {column} index of {name}",
+                    lambda: table.create_index(column, config=config, replace=True))
+        return True
 
     def _train_vector_index(self, table: Any, name: str, threshold: int) -> str | None:
         """Train the IVF_FLAT index once the table reaches ``threshold`` rows, and re-train it

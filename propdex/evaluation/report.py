@@ -217,7 +217,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
     if report["by_source"]:
         k = report["by_source"][0]["k"]
-        kinds = [u["kind"] for u in report["units"]]
+        # The units and the default search (every search's figures are in report.json).
+        kinds = [u["kind"] for u in report["units"] if u["units"] is not None or u.get("default")]
         labels = {u["kind"]: u["label"] for u in report["units"]}
         lines += ["", f"## By document: R@{k} (%) / MRR", "",
                   _row(["source", "questions"] + [labels[kind] for kind in kinds]),

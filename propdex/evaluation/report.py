@@ -274,7 +274,8 @@ def plot_recall(report: dict[str, Any], path: Path) -> None:
         style = "-" if unit["units"] is not None else "--"
         axes.plot(budgets, [100 * unit[budget_key(b)] for b in budgets],
                   marker=markers[number % len(markers)], linestyle=style,
-                  linewidth=2.5 if unit.get("default") else 1.2, label=unit["label"])
+                  linewidth=2.5 if unit.get("default") else 1.2, label=unit["label"],
+                  **({"color": "black"} if unit.get("default") else {}))
     axes.set_xlabel("number of retrieved words (l)")
     axes.set_ylabel("answer recall within l words (%)")
     axes.set_title(f"Answer recall vs. word budget ({report['evaluated']} questions)")

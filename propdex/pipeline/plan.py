@@ -15,7 +15,6 @@ from propdex.ids import doc_id_for, sha256_file
 from propdex.sources import Discovery, is_under, matches_any
 
 
-
 @dataclass
 class WorkItem:
     source: str
@@ -33,6 +32,13 @@ class Plan:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
+
+
+def degraded(row: dict) -> bool:
+    """An indexed document with work left: chunks without propositions, a title or summary
+    from the offline fallback, or ungraded propositions. The next run retries it; answers
+    that succeeded come from the content cache, so only the failed calls are paid again."""
+    return bool(row.get("chunk_failures") or row.get("context_fallback") or row.get("ungraded_count"))
 
 
 def make_plan(
@@ -61,7 +67,7 @@ def make_plan(
             reason = "changed"
         elif row["pipeline_version"] != fingerprint:
             reason = "settings changed"
-        elif (row["status"] == "indexed" and not row.get("chunk_failures")) or (
+        elif (row["status"] == "indexed" and not degraded(row)) or (
             row["status"] != "indexed" and row.get("error_kind") == "input"
         ):
             # A failure that depends only on the file's bytes cannot succeed on the same bytes.

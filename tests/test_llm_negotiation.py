@@ -104,3 +104,17 @@ def test_a_failed_first_request_leaves_the_form_to_the_next_one():
             backend.close()
         settled = negotiation_of(backend.settings, server.url + "/v1", "scripted-model").mode
     assert (None, "json_schema+bounds") == (unsettled, settled)
+
+
+@pytest.mark.parametrize(("step", "expected"), [("title", 300), ("summary", None)])
+def test_string_bounds_too_long_for_a_grammar_are_left_out(step, expected):
+    with ScriptedServer(refused_formats=("json_schema",)) as server:
+        backend = OpenAIBackend(scripted_settings(server))
+        try:
+            backend.title(CHUNK, truncated=False, hint=None)
+            backend.summary(CHUNK, title="Tower", truncated=False)
+        finally:
+            backend.close()
+        sent = next(r.body["response_format"] for r in server.requests
+                    if r.step == step and r.status == 200)
+    assert expected == sent["schema"]["properties"][step].get("maxLength")

@@ -48,8 +48,13 @@ DESCRIBED_MODES = (JSON_OBJECT_SCHEMA, JSON_OBJECT, PROMPTED)
 # and a bare 400 a bad request (the run stops), as for any other request.
 REFUSAL_STATUSES = frozenset({400, 422, 500})
 CAP_FIELDS = ("max_tokens", "max_completion_tokens")
-_FORM_FIELDS = re.compile(r"response_format|json_schema|json_object|schema|max_(completion_)?tokens",
+_FORM_FIELDS = re.compile(r"response_format|json_schema|json_object|schema|grammar|max_(completion_)?tokens",
                           re.IGNORECASE)
+# Longest maxLength sent. llama.cpp compiles a string bound into a grammar repetition and
+# refuses long ones ("repetition exceeds sane defaults"): measured with llama-cpp-python
+# 0.3.36, 600 compiles and 1200 does not, and its server then crashes on the request. A
+# longer bound (the summary's 1200) is left to the output cap and pydantic instead.
+GRAMMAR_MAX_LENGTH = 600
 
 
 def is_refusal(status: int, message: str, statuses: frozenset[int]) -> bool:
@@ -85,15 +90,33 @@ def default_cap_field(setting: str, base_url: str) -> str:
     return "max_completion_tokens" if host.endswith("api.openai.com") else "max_tokens"
 
 
+def without_long_lengths(node: Any) -> Any:
+    """``node`` without maxLength bounds over GRAMMAR_MAX_LENGTH (modified in place)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("maxLength"), int) and node["maxLength"] > GRAMMAR_MAX_LENGTH:
+            del node["maxLength"]
+        for value in node.values():
+            without_long_lengths(value)
+    elif isinstance(node, list):
+        for value in node:
+            without_long_lengths(value)
+    return node
+
+
+def sent_schema(schema_model: type[BaseModel], context: dict[str, Any], *, bounds: bool) -> dict[str, Any]:
+    schema = strict_json_schema(schema_model, context, bounds=bounds)
+    return without_long_lengths(schema) if bounds else schema
+
+
 @cache
 def _response_format(mode: str, step: str, schema_model: type[BaseModel],
                      context: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
     bounded = mode in (JSON_SCHEMA_BOUNDED, JSON_OBJECT_SCHEMA)
     if mode in (JSON_SCHEMA_BOUNDED, JSON_SCHEMA):
-        schema = strict_json_schema(schema_model, dict(context), bounds=bounded)
+        schema = sent_schema(schema_model, dict(context), bounds=bounded)
         return {"type": "json_schema", "json_schema": {"name": step, "schema": schema, "strict": True}}
     if mode == JSON_OBJECT_SCHEMA:
-        return {"type": "json_object", "schema": strict_json_schema(schema_model, dict(context), bounds=True)}
+        return {"type": "json_object", "schema": sent_schema(schema_model, dict(context), bounds=True)}
     if mode == JSON_OBJECT:
         return {"type": "json_object"}
     return None

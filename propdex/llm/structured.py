@@ -201,7 +201,8 @@ class Negotiation:
                     continue
                 if last:
                     raise
-                self.refusals.append(f"{mode}: {refusal}"[:300])
+                # One line, short: it goes into the log and the run report.
+                self.refusals.append(f"{mode}: {' '.join(str(refusal).split())}"[:160])
                 index += 1
                 continue
             self.mode = mode

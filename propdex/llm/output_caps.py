@@ -13,6 +13,7 @@ finish_reason=length and is reported as cut off.
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -66,9 +67,15 @@ def longest_json(schema: dict[str, Any]) -> int:
     raise UnboundedAnswerError(f"an unsupported schema node {schema!r}")
 
 
+@cache
+def _derived_json_cap(schema_model: type[BaseModel], context: tuple[tuple[str, Any], ...]) -> int:
+    return tokens_for_chars(longest_json(strict_json_schema(schema_model, dict(context), bounds=True)))
+
+
 def derived_json_cap(schema_model: type[BaseModel], context: dict[str, Any] | None) -> int:
-    """Tokens of the longest answer ``schema_model`` allows for this call."""
-    return tokens_for_chars(longest_json(strict_json_schema(schema_model, context, bounds=True)))
+    """Tokens of the longest answer ``schema_model`` allows for this call (cached: building
+    the schema on every request would cost a little CPU each time)."""
+    return _derived_json_cap(schema_model, tuple(sorted((context or {}).items())))
 
 
 def copy_cap(chars: int) -> int:

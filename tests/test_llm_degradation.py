@@ -11,6 +11,8 @@ import lancedb
 import pytest
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import scripted_environment
+from tests.test_llm_pipeline import PAGES, _ingest
+from tests.test_llm_pipeline import llm_env as scripted_llm_env  # noqa: F401  (fixture)
 from tests.scripted_server import ScriptedServer, malformed
 
 from propdex.llm.offline_rules.summaries import make_summary
@@ -19,28 +21,11 @@ from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 
 pytestmark = pytest.mark.prefect
 
-PAGES = [
-    "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by the company "
-    "of the engineer Gustave Eiffel. The tower was built between 1887 and 1889 as the entrance "
-    "arch of the 1889 World's Fair.\n\nThe tower is 330 metres tall. It was the tallest "
-    "man-made structure in the world until the Chrysler Building was finished in 1930.",
-    "The tower has three levels for visitors. Restaurants operate on the first and second "
-    "levels. The top level's upper platform is 276 metres above the ground.",
-]
-
 
 @pytest.fixture
-def llm_env(scripted_server, monkeypatch):
-    for name, value in scripted_environment(scripted_server).items():
-        monkeypatch.setenv(name, value)
+def llm_env(scripted_llm_env, monkeypatch):
     monkeypatch.setenv("PROPDEX_LLM_CONCURRENCY", "1")  # scripted answers reach the first chunk
-    return scripted_server
-
-
-def _ingest(sources: list[Path], db: Path) -> dict:
-    from flows.ingest import ingest
-
-    return ingest(sources=[str(s) for s in sources], db=str(db))
+    return scripted_llm_env
 
 
 def _rows(db: Path, table: str) -> list[dict]:

@@ -119,23 +119,36 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from propdex.runtime import embedder_for
-    from propdex.search import search
-
     settings = _settings(args)
-    index = _open_index(args)
-    vector = None if args.mode == "fts" else embedder_for(settings).embed_query(args.query)
-    results = search(
-        index, args.query, vector, level=args.level, mode=args.mode, k=args.k,
-        doc_ids=args.doc or None, source_glob=args.source,
-    )
+    # Options left out take the defaults of propdex.search (here or in the service).
+    options = {"level": args.level, "mode": args.mode, "k": args.k,
+               "doc_ids": args.doc or None, "source": args.source}
+    options = {k: v for k, v in options.items() if v is not None}
+    results = None
+    if settings.server_url and not args.db:  # --db names an index: open that one
+        from propdex.service.client import (
+            ServiceRequestError, ServiceUnavailableError, search_via_service,
+        )
+
+        token = settings.api_token.get_secret_value() if settings.api_token else None
+        try:
+            results = search_via_service(settings.server_url, {"query": args.query, **options},
+                                         token)
+        except ServiceUnavailableError as exc:
+            print(f"propdex: {exc}; searching the index directly", file=sys.stderr)
+        except ServiceRequestError as exc:
+            print(f"propdex: {exc}", file=sys.stderr)
+            return EXIT_USAGE if exc.status in (401, 403, 413, 422) else EXIT_FAILED_DOCS
+    if results is None:
+        from propdex.api import IndexReader
+
+        results = [r.to_dict() for r in IndexReader(settings).search(args.query, **options)]
     if args.json:
-        print(json.dumps([r.to_dict() for r in results], indent=2, default=str, ensure_ascii=False))
+        print(json.dumps(results, indent=2, default=str, ensure_ascii=False))
         return EXIT_OK
     if not results:
         print("no results")
-    for rank, result in enumerate(results, 1):
-        r = result.to_dict()
+    for rank, r in enumerate(results, 1):
         pages = f"p. {r['page_start']}" + (f"-{r['page_end']}" if r["page_end"] != r["page_start"] else "")
         print(f"[{rank}] {r['score']:.3f}  {r['title']} ({pages}) — {r['source']}")
         print(f"    {r['text']}")
@@ -227,6 +240,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from propdex.service.run import UnsafeBindError, serve
+
+    settings = _settings(args)
+    try:
+        serve(settings, args.host or settings.serve_host,
+              settings.serve_port if args.port is None else args.port)
+    except UnsafeBindError as exc:
+        print(f"propdex: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from propdex.api import IndexReader
+    from propdex.service.mcp_tools import McpUnavailableError, run_mcp
+
+    try:
+        run_mcp(IndexReader(_settings(args)))
+    except McpUnavailableError as exc:
+        print(f"propdex: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="propdex", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -257,13 +295,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = with_db(commands.add_parser("search", help="search the index"))
     search.add_argument("query")
-    search.add_argument("--level", choices=["propositions", "chunks", "both"], default="propositions")
-    search.add_argument("--mode", choices=["vector", "fts", "hybrid"], default="vector")
-    search.add_argument("-k", type=int, default=5)
+    # No defaults here: importing propdex.search for them would cost the service client
+    # LanceDB's import; left out, the search defaults apply (propdex.search.DEFAULT_*).
+    search.add_argument("--level", choices=["propositions", "chunks", "both"],
+                        help="what is ranked (default: propdex.search.DEFAULT_LEVEL)")
+    search.add_argument("--mode", choices=["vector", "fts", "hybrid"],
+                        help="how it is ranked (default: propdex.search.DEFAULT_MODE)")
+    search.add_argument("-k", type=int, help="results wanted (default 5)")
     search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
+
+    serve = with_db(commands.add_parser(
+        "serve", help="serve the index over HTTP (POST /search, GET /documents, /chunks, /health)"))
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1 or PROPDEX_SERVE_HOST; "
+                                      "any other than loopback needs PROPDEX_API_TOKEN)")
+    serve.add_argument("--port", type=int, help="port (default 8765 or PROPDEX_SERVE_PORT)")
+    serve.set_defaults(func=cmd_serve)
+
+    mcp = with_db(commands.add_parser(
+        "mcp", help="MCP server on stdin/stdout with the tools search and get_chunk"))
+    mcp.set_defaults(func=cmd_mcp)
 
     status = with_db(commands.add_parser("status", help="each document's state"))
     status.add_argument("--json", action="store_true")

@@ -43,6 +43,18 @@ class PathNotAllowedError(ExtractionError):
     """The path resolves outside the allowed roots (directly, through a symlink or ``..``)."""
 
 
+class DatabaseNotAllowedError(PropdexError):
+    """A deployment run named a database outside the allowed database roots."""
+
+    def __init__(self, db: str, reason: str):
+        super().__init__(f"db {db}: {reason}")
+        self.db = db
+        self.reason = reason
+
+    def __reduce__(self):  # Prefect pickles task exceptions; rebuild from both fields
+        return type(self), (self.db, self.reason)
+
+
 class DocumentTimeoutError(DocumentError, TimeoutError):
     """A document was not done within document_timeout_s (stuck in extraction or the LLM)."""
 
@@ -67,6 +79,10 @@ class LLMOutputError(LLMError):
 class LLMAnswerCutOffError(LLMOutputError):
     """The answer stopped at its output cap (finish_reason=length), also after the repair:
     reported apart from other invalid answers, since a larger cap (or none) may be the fix."""
+
+
+class EmbedModelError(PropdexError):
+    """The local embedding model could not be prepared (the one-time ONNX conversion failed)."""
 
 
 class StorageError(PropdexError):

@@ -21,10 +21,16 @@ import numpy as np
 
 from propdex.store import predicates as p
 from propdex.store.index import Index
-from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS
+from propdex.store.schema import CHUNKS, PROPOSITIONS
 
 Level = Literal["propositions", "chunks", "both"]
 Mode = Literal["vector", "fts", "hybrid"]
+
+# Defaults of every entry point (CLI, service, MCP, Python API): they take these, so a
+# change here changes them all.
+DEFAULT_LEVEL: Level = "propositions"
+DEFAULT_MODE: Mode = "vector"
+DEFAULT_K = 5
 
 RRF_K = 60
 # Rows fetched per wanted result before filtering and grouping; grown 4x while too few
@@ -71,9 +77,9 @@ def search(
     query: str,
     query_vector: np.ndarray | None,
     *,
-    level: Level = "propositions",
-    mode: Mode = "vector",
-    k: int = 5,
+    level: Level = DEFAULT_LEVEL,
+    mode: Mode = DEFAULT_MODE,
+    k: int = DEFAULT_K,
     doc_ids: list[str] | None = None,
     source_glob: str | None = None,
 ) -> list[SearchResult]:
@@ -87,9 +93,8 @@ def search(
     if k < 1:
         return []
 
-    rows = index.read(DOCUMENTS, ["doc_id", "run_id", "title", "source"])
-    documents = {d["doc_id"]: d for d in rows}
-    live = {doc_id: d["run_id"] for doc_id, d in documents.items() if d["run_id"] is not None}
+    snapshot = index.live_documents()  # cached per documents table version
+    documents, live = snapshot.documents, snapshot.runs
     allowed = _allowed_documents(documents, live, doc_ids, source_glob)
     if not live or allowed == []:
         return []

@@ -14,7 +14,7 @@ import glob
 import os
 from pathlib import Path
 
-from propdex.errors import PathNotAllowedError
+from propdex.errors import DatabaseNotAllowedError, PathNotAllowedError
 
 
 def resolved(path: str | os.PathLike[str]) -> str:
@@ -89,3 +89,30 @@ def roots_of_sources(sources: list[str], base: str | os.PathLike[str]) -> list[s
         if root not in roots:
             roots.append(root)
     return roots
+
+
+def _uri_parts(uri: str) -> list[str]:
+    scheme, _, rest = uri.partition("://")
+    return [scheme.lower(), *[part for part in rest.split("/") if part]]
+
+
+def check_db_allowed(db: str, roots: list[str], base: str | os.PathLike[str]) -> str:
+    """``db`` (a folder, relative to ``base``, or an object-store URI) when it is one of
+    ``roots`` or lies below one, else DatabaseNotAllowedError with the refusal message
+    sources get. A folder is compared resolved (symlinks, ``..``); a URI by its segments,
+    and one with a ``..`` segment is refused outright."""
+    if "://" in db:
+        parts = _uri_parts(db)
+        allowed = [_uri_parts(root) for root in roots if "://" in root]
+        if ".." not in parts and any(parts[:len(root)] == root for root in allowed):
+            return db
+        shown = ", ".join(root for root in roots)
+        raise DatabaseNotAllowedError(db, f"refused: is {db}, outside the allowed database "
+                                          f"roots ({shown})")
+    target = os.path.join(os.fspath(base), os.path.expanduser(db))
+    folders = [resolved(os.path.join(os.fspath(base), os.path.expanduser(root)))
+               for root in roots if "://" not in root]
+    if is_within(resolved(target), folders):
+        return resolved(target)
+    raise DatabaseNotAllowedError(
+        db, refusal(target, folders).replace("the allowed roots", "the allowed database roots"))

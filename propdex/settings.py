@@ -125,6 +125,21 @@ class Settings(BaseSettings):
     embed_base_url: str | None = Field(None, description="Embeddings server; default llm_base_url.")
     embed_api_key: SecretStr | None = None
     embed_batch_size: int = Field(64, ge=1)
+    embed_runtime: Literal["onnx", "torch"] = Field(
+        "onnx", description="minilm: ONNX Runtime (default; no torch at run time, long texts read "
+        "in windows) or sentence-transformers on torch (truncates at 256 word pieces)."
+    )
+    embed_precision: Literal["fp32", "int8"] = Field(
+        "fp32", description="minilm on onnx: fp32 (the model's own vectors) or int8 weights "
+        "(faster; recorded as all-MiniLM-L6-v2-int8)."
+    )
+    embed_threads: int = Field(
+        0, ge=0, description="Threads of the local ONNX embedder; 0 = every core this process may use."
+    )
+    onnx_dir: str | None = Field(
+        None, description="Folder for MiniLM converted to ONNX (once, from the packaged weights); "
+        "default $XDG_CACHE_HOME/propdex/onnx or ~/.cache/propdex/onnx."
+    )
 
     # Inputs and limits
     pdf_password: SecretStr | None = None
@@ -144,7 +159,28 @@ class Settings(BaseSettings):
         default_factory=list, description="Folders runs may read under (JSON list or comma-separated)."
     )
 
-    @field_validator("allowed_roots", mode="before")
+    # Deployment runs: the index a run may write must resolve under one of these folders;
+    # empty = the deployment's own default db. Not an IngestOptions field, like allowed_roots.
+    allowed_db_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Folders (or URI prefixes) a deployment run's db must lie under (JSON list or comma-separated).",
+    )
+
+    # Query service (`propdex serve`, `propdex mcp`) and its clients
+    server_url: str | None = Field(
+        None, description="A running `propdex serve` (http://127.0.0.1:8765): `propdex search` asks it instead of opening the index.",
+    )
+    api_token: SecretStr | None = Field(
+        None, description="Bearer token every request to `propdex serve` needs; required to bind a non-loopback address.",
+    )
+    serve_host: str = Field("127.0.0.1", description="Address `propdex serve` binds.")
+    serve_port: int = Field(8765, ge=0, le=65535, description="Port `propdex serve` listens on.")
+    api_cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Origins allowed cross-origin requests to `propdex serve` (JSON list or comma-separated); empty = no CORS.",
+    )
+    api_max_query_chars: int = Field(2000, ge=1, description="Longest query the service accepts.")
+    api_max_body_bytes: int = Field(65536, ge=1024, description="Largest request body the service accepts.")
+
+    @field_validator("allowed_roots", "allowed_db_roots", "api_cors_origins", mode="before")
     @classmethod
     def _roots_from_text(cls, value: object) -> object:
         if isinstance(value, str):
@@ -182,6 +218,12 @@ class Settings(BaseSettings):
         return v
 
     @model_validator(mode="after")
+    def _int8_needs_onnx(self) -> Settings:
+        if self.embed_precision == "int8" and self.embed_runtime != "onnx":
+            raise ValueError("embed_precision 'int8' needs embed_runtime 'onnx'")
+        return self
+
+    @model_validator(mode="after")
     def _llm_chunker_needs_llm(self) -> Settings:
         if self.chunker == "llm" and self.llm_backend == "offline":
             raise ValueError(
@@ -212,7 +254,18 @@ class Settings(BaseSettings):
     def embed_model_name(self) -> str:
         if self.embed_model:
             return self.embed_model
-        return "all-MiniLM-L6-v2" if self.embedder == "minilm" else "text-embedding-3-small"
+        if self.embedder == "openai":
+            return "text-embedding-3-small"
+        return "all-MiniLM-L6-v2-int8" if self.embed_precision == "int8" else "all-MiniLM-L6-v2"
+
+    @property
+    def onnx_path(self) -> Path:
+        """Folder of the converted ONNX models (see propdex/embed/onnx_export.py)."""
+        if self.onnx_dir:
+            return Path(self.onnx_dir).expanduser().resolve()
+        from propdex.embed.onnx_export import default_onnx_dir
+
+        return default_onnx_dir()
 
     @property
     def db_uri(self) -> str:
@@ -262,11 +315,19 @@ class Settings(BaseSettings):
             "props": [self.min_propositions, self.max_propositions, self.max_proposition_chars],
             "thresholds": self.thresholds(),
             "prefix": [self.title_prefix_tokens, self.summary_prefix_tokens],
-            "embed": [self.embedder, self.embed_model_name],
+            "embed": [self.embedder, self.embed_model_name] + self._embed_reading(),
         }
         relevant.update(self._chunking_fingerprint())
         blob = json.dumps(relevant, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    def _embed_reading(self) -> list[str]:
+        """How the local embedder reads long texts. The ONNX runtime reads them whole, in
+        windows, which changes their vectors: indexes embedded with truncation re-embed (no LLM
+        call). Empty for the torch runtime and endpoints, whose fingerprints stay as they were."""
+        if self.embedder == "minilm" and self.embed_runtime == "onnx":
+            return ["windows-256"]
+        return []
 
     def _chunking_fingerprint(self) -> dict[str, object]:
         """The settings of the chosen chunker and of sectioning; empty for the defaults, so

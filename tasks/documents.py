@@ -44,6 +44,9 @@ class Embeddings:
     chunk_vectors: np.ndarray
     prop_vectors: np.ndarray
     computed: int  # texts actually embedded; the rest came from the cache
+    # Texts whose tails never reached their vector (None: the embedder cannot tell). A class
+    # default, so Embeddings persisted by older versions still load.
+    truncated: int | None = None
 
 
 def _deadline(document: WorkItem | ExtractedDocument, settings: Settings):
@@ -93,12 +96,12 @@ def propose(doc: ExtractedDocument, chunks: DocumentChunks, context: DocumentCon
 def embed(doc: ExtractedDocument, chunks: DocumentChunks, propositions: Propositions,
           settings: Settings, fingerprint: str, salt: str = "") -> Embeddings:
     embedder, cache = embedder_for(settings), cache_for(settings)
+    chunk_texts = [c.embed_text for c in chunks.chunks]
+    prop_texts = [p.text for o in propositions.outcomes for p in o.propositions]
     with stage_timer(doc.doc_id, "embed"), document_deadline(_deadline(doc, settings), "embedding"):
-        chunk_vectors, computed_chunks = embed_with_cache(
-            [c.embed_text for c in chunks.chunks], embedder, cache, settings.embed_batch_size
-        )
-        prop_texts = [p.text for o in propositions.outcomes for p in o.propositions]
-        prop_vectors, computed_props = embed_with_cache(
-            prop_texts, embedder, cache, settings.embed_batch_size
-        )
-    return Embeddings(chunk_vectors, prop_vectors, computed_chunks + computed_props)
+        # One call for both kinds: the local embedder sorts them all by length, so chunks
+        # and propositions share batches with little padding.
+        vectors, computed = embed_with_cache(chunk_texts + prop_texts, embedder, cache)
+        truncated = embedder.truncated(chunk_texts + prop_texts)
+    split_at = len(chunk_texts)
+    return Embeddings(vectors[:split_at], vectors[split_at:], computed, truncated)

@@ -16,7 +16,7 @@ from propdex.pipeline.report import render_markdown
 from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
 from propdex.pipeline.timing import pop_stage_seconds
 from propdex.runtime import backend_for
-from propdex.security import roots_of_sources
+from propdex.security import check_db_allowed, roots_of_sources
 from propdex.settings import Settings
 from propdex.sources import discover
 from propdex.store import Index
@@ -31,16 +31,30 @@ def open_index(settings: Settings, **options) -> Index:
 
 @task(name="allowed-roots", retries=2, retry_condition_fn=retry_transient)
 def deployment_allowed_roots(settings: Settings) -> Settings:
-    """The run's settings, with the allowed roots defaulting, in a deployment's runs, to the
-    folders of the deployment's own default ``sources``: a run form or an event may then name
-    files there but nowhere else unless PROPDEX_ALLOWED_ROOTS says so. CLI runs (no
-    deployment) and runs with configured roots are left as they are."""
+    """The run's settings, checked and narrowed in a deployment's runs (a run form or an
+    event payload chose the parameters):
+
+    - the ``db`` must lie under PROPDEX_ALLOWED_DB_ROOTS, by default the deployment's own
+      default ``db``, so a run cannot write an index into any folder the worker can write
+      (DatabaseNotAllowedError, before anything is read or written);
+    - the allowed roots of sources default to the folders of the deployment's own default
+      ``sources``: a run may name files there but nowhere else unless
+      PROPDEX_ALLOWED_ROOTS says so.
+
+    CLI runs (no deployment) are left as they are."""
     deployment_id = deployment.get_id()
-    if settings.allowed_roots or deployment_id is None:
+    if deployment_id is None:
         return settings
-    with get_client(sync_client=True) as client:
-        defaults = client.read_deployment(deployment_id).parameters.get("sources") or []
-    roots = roots_of_sources(list(defaults), os.getcwd())
+    defaults: dict = {}
+    if not (settings.allowed_roots and settings.allowed_db_roots):
+        with get_client(sync_client=True) as client:
+            defaults = client.read_deployment(deployment_id).parameters
+    own_db = defaults.get("db") or Settings.model_fields["db"].default
+    db_roots = settings.allowed_db_roots or [own_db]
+    check_db_allowed(settings.db, db_roots, os.getcwd())
+    if settings.allowed_roots:
+        return settings
+    roots = roots_of_sources(list(defaults.get("sources") or []), os.getcwd())
     return settings.model_copy(update={"allowed_roots": roots}) if roots else settings
 
 
@@ -69,7 +83,8 @@ def commit_document(
     outcomes: list[ChunkPropositions] = propositions.outcomes
     chunks = chunked.chunks
     usage: Usage = context.usage + chunked.usage + propositions.usage
-    row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id, usage)
+    row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id,
+                       usage, embed_truncated=embeddings.truncated)
     dim = int(embeddings.chunk_vectors.shape[1])
     open_index(settings, dim=dim).replace_document(
         row,
@@ -87,6 +102,7 @@ def commit_document(
         chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
+        embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )
 

@@ -11,7 +11,8 @@ import hashlib
 from typing import Any
 
 from propdex.errors import (
-    DocumentTimeoutError, ExtractionError, LLMConfigurationError, LLMOutputError, StorageError,
+    DatabaseNotAllowedError, DocumentTimeoutError, ExtractionError, LLMConfigurationError,
+    LLMOutputError, StorageError,
 )
 from propdex.settings import Settings
 
@@ -46,6 +47,7 @@ def retry_transient(task, task_run, state) -> bool:
     """Retry faults that may pass (network, a busy server, a locked file); never retry a
     bad input, a bad key or model, or an answer that stayed invalid after its repair."""
     exc = _exception_of(state)
-    permanent = (ExtractionError, LLMConfigurationError, LLMOutputError, StorageError, ValueError,
+    permanent = (DatabaseNotAllowedError, ExtractionError, LLMConfigurationError, LLMOutputError,
+                 StorageError, ValueError,
                  DocumentTimeoutError)  # the deadline has passed: a retry would fail at once
     return exc is not None and not isinstance(exc, permanent)

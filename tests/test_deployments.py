@@ -183,8 +183,10 @@ def _deploy(stack: PrefectStack, allowed_root: Path) -> Deployed:
         schedules = [(s.schedule.cron, s.schedule.timezone)
                      for s in client.read_deployment_schedules(ingest_id)]
         _pause_schedules(client, ingest_id)
-    # As an operator would: runs may read only under the test's temporary folders.
+    # As an operator would: runs may read, and write indexes, only under the test's
+    # temporary folders (by default only the deployment's own db could be written).
     stack.env["PROPDEX_ALLOWED_ROOTS"] = str(allowed_root)
+    stack.env["PROPDEX_ALLOWED_DB_ROOTS"] = str(allowed_root)
     worker = stack.start("worker", prefect_command("worker", "start", "--pool", POOL))
     return Deployed(stack, worker, deployments, schedules)
 
@@ -338,6 +340,21 @@ def test_run_used_the_edited_options(form_run):
     expected = settings.fingerprint(backend_for(settings).prompt_versions())
     rows = lancedb.connect(str(form_run.db)).open_table("documents").to_arrow().to_pylist()
     assert [expected, expected] == [row["pipeline_version"] for row in rows]
+
+
+@real_server
+def test_run_form_db_outside_the_allowed_db_roots_is_refused(deployed, tmp_path_factory):
+    """A run form naming an index folder outside PROPDEX_ALLOWED_DB_ROOTS fails with the
+    reason, and nothing is written there."""
+    sources = _sources(tmp_path_factory.mktemp("refused-db") / "sources")
+    outside = Path("/tmp") / f"propdex-refused-db-{uuid.uuid4().hex[:8]}"
+    with deployed.client() as client:
+        run = client.create_flow_run_from_deployment(
+            deployed.id("ingest"), parameters={"sources": [str(sources)], "db": str(outside)})
+        run = _finished(client, run.id, deployed.stack.check_alive)
+    assert (True, True, False) == (
+        run.state.is_failed(), "outside the allowed database roots" in run.state.message,
+        outside.exists())
 
 
 # A schedule ----------------------------------------------------------------------------

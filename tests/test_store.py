@@ -477,7 +477,15 @@ def test_search_with_a_vector_index_still_finds_the_nearest_rows(index):
 
 
 def _vector_index_names(index, table: str) -> list[str]:
-    return [i.name for i in index.table(table).list_indices() if i.index_type != "FTS"]
+    return [i.name for i in index.table(table).list_indices() if "vector" in i.columns]
+
+
+def test_optimize_indexes_chunk_ids_once(index):
+    index.replace_document(*make_version("a", "r1", ["One.", "Two."]).rows)
+    first, second = index.optimize()[CHUNKS], index.optimize()[CHUNKS]
+    assert ("optimized, built the chunk_id index", "optimized", ["BTree"]) == (
+        first, second, [i.index_type for i in index.table(CHUNKS).list_indices()
+                        if i.columns == ["chunk_id"]])
 
 
 def test_vector_index_is_retrained_once_the_table_has_grown_fourfold(index):

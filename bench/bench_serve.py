@@ -1,0 +1,370 @@
+"""Serving figures: cold CLI search, warm HTTP search and recall, concurrent clients during
+commits -- all through the product's path (propdex.search.search behind IndexReader).
+
+    python bench/bench_serve.py [--sizes 100000 1000000] [--queries 100] [--cold-runs 10]
+                                [--clients 32] [--seconds 60] [--corpus ../shared/corpus]
+
+Indexes: bench/serve_indexes.py (N propositions in N/100 documents, MiniLM-clustered
+vectors, cached under the system temp folder). Queries: held-out corpus sentences, embedded
+by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product.
+
+1. Cold CLI: `python -m propdex.cli search QUERY --db DB --json`, a new process each time,
+   wall time (imports, embedder load, index open, search) -- at the smallest size only; and
+   the same with PROPDEX_SERVER_URL naming the running service.
+2. Warm HTTP: `propdex serve --db DB` in its own process; one client sends the queries one
+   after the other (POST /search, k=10, default level and mode); p50 / p95 wall per request.
+3. Recall@10 of the same function, in-process: IndexReader.search as served (IVF_FLAT when
+   the table has one) against the same call on Index(exact_search=True), which searches
+   flat; recall = shared chunk ids / exact chunk ids.
+4. Concurrency (smallest size, on a copy of its index): --clients threads query the service
+   for --seconds while (a) a real `propdex ingest` of generated text files commits documents
+   (offline LLM backend, same embedder) and (b) a writer replaces benchmark documents over and
+   over, each time first appending an *uncommitted* version whose rows carry the query
+   vectors themselves (the best possible matches) and the text "UNCOMMITTED". Reported:
+   requests, errors, p50 / p95, and results that came from an uncommitted run (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from serve_indexes import (  # noqa: E402  (bench/ is not a package)
+    CHUNKS_PER_DOC, DIM, RUN_ID, Sentences, add_corpus_argument, build, load_sentences,
+    use_corpus,
+)
+
+K = 10
+UNCOMMITTED = "UNCOMMITTED"
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def environment() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    env.pop("PROPDEX_SERVER_URL", None)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def service(db: Path, log: Path):
+    """`propdex serve --db DB` on a free port; yields (url, seconds until it answered)."""
+    import httpx
+
+    port = free_port()
+    started = time.perf_counter()
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port)],
+            env=environment(), stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"propdex serve exited: {log.read_text()}")
+            try:
+                if httpx.get(url + "/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        yield url, time.perf_counter() - started
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+# 1. Cold CLI -------------------------------------------------------------------------------
+def cold_cli(db: Path, queries: list[str], runs: int, server_url: str | None = None) -> list[float]:
+    env = environment()
+    if server_url:
+        env["PROPDEX_SERVER_URL"] = server_url
+    times = []
+    for i in range(runs):
+        args = [sys.executable, "-m", "propdex.cli", "search", queries[i % len(queries)],
+                "--json", *([] if server_url else ["--db", str(db)])]
+        started = time.perf_counter()
+        done = subprocess.run(args, env=env, capture_output=True, text=True)
+        times.append(time.perf_counter() - started)
+        if done.returncode != 0 or not json.loads(done.stdout):
+            raise RuntimeError(f"cold search failed: {done.stderr[-2000:]}")
+    return times
+
+
+# 2. Warm HTTP ------------------------------------------------------------------------------
+def warm_http(url: str, queries: list[str]) -> list[float]:
+    import httpx
+
+    times = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for query in queries[:5]:  # connection, caches
+            client.post("/search", json={"query": query, "k": K}).raise_for_status()
+        for query in queries:
+            started = time.perf_counter()
+            client.post("/search", json={"query": query, "k": K}).raise_for_status()
+            times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+# 3. Recall ---------------------------------------------------------------------------------
+def recall_at_k(db: Path, queries: list[str]) -> tuple[float, float, float]:
+    """Mean recall@10 of the served search against exact search through the same function,
+    and the in-process p50 of each (ms)."""
+    from propdex.api import IndexReader
+    from propdex.search import search
+    from propdex.settings import Settings
+    from propdex.store import Index
+
+    reader = IndexReader(Settings(db=str(db)))
+    exact = Index.open(str(db), create=False, exact_search=True)
+    reader.warm_up()
+    hits, wanted, fast, slow = 0, 0, [], []
+    for query in queries:
+        vector = reader.embedder.embed_query(query)
+        started = time.perf_counter()
+        served = {r.chunk_id for r in search(reader.index, query, vector, k=K)}
+        fast.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        truth = {r.chunk_id for r in search(exact, query, vector, k=K)}
+        slow.append((time.perf_counter() - started) * 1000)
+        hits += len(served & truth)
+        wanted += len(truth)
+    return hits / wanted, statistics.median(fast), statistics.median(slow)
+
+
+# 4. Concurrency ----------------------------------------------------------------------------
+@dataclass
+class Load:
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    uncommitted: int = 0
+    commits: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _writer(db: Path, data: Sentences, vectors: np.ndarray, stop: threading.Event,
+            load: Load) -> None:
+    """Replace benchmark documents in turn; before each commit, append an uncommitted
+    version of another document made of the query vectors themselves."""
+    from propdex.store import Index
+
+    index = Index.open(str(db), dim=DIM)
+    rng = np.random.default_rng(7)
+    round_ = 0
+    while not stop.is_set():
+        round_ += 1
+        victim, churn = f"doc-{round_ % 50:05d}", f"doc-{50 + round_ % 50:05d}"
+        index._append_rows(index.prepare_replacement(*_version(
+            victim, f"open-{round_}", vectors[rng.integers(0, len(vectors), CHUNKS_PER_DOC)],
+            f"{UNCOMMITTED} {round_}")))
+        index.replace_document(*_version(
+            churn, f"bench-{round_}", vectors[rng.integers(0, len(vectors), CHUNKS_PER_DOC)],
+            f"committed {round_}"))
+        with load.lock:
+            load.commits += 1
+
+
+def _version(doc_id: str, run_id: str, vectors: np.ndarray, text: str):
+    source = f"/bench/corpus/{doc_id}.pdf"
+    chunks, props = [], []
+    for i, vector in enumerate(vectors):
+        chunk_id = f"{doc_id}:c{i}"
+        chunks.append({"chunk_id": chunk_id, "doc_id": doc_id, "ordinal": i,
+                       "text": f"{text} chunk {i}", "page_start": i + 1, "page_end": i + 1,
+                       "char_start": i * 100, "char_end": i * 100 + 50, "source": source,
+                       "run_id": run_id, "vector": vector})
+        props.append({"prop_id": f"{chunk_id}:p0", "chunk_id": chunk_id, "doc_id": doc_id,
+                      "ordinal": 0, "text": f"{text} proposition {i}", "passed": True,
+                      "source": source, "run_id": run_id, "vector": vector})
+    document = {"doc_id": doc_id, "source": source, "title": f"Benchmark document {doc_id}",
+                "status": "indexed", "run_id": run_id, "content_sha256": f"sha-{run_id}",
+                "embed_model": "all-MiniLM-L6-v2", "llm_model": "offline-rules"}
+    return document, chunks, props
+
+
+def _client(url: str, queries: list[str], seed: int, stop: threading.Event, load: Load) -> None:
+    import httpx
+
+    rng = np.random.default_rng(seed)
+    with httpx.Client(base_url=url, timeout=60) as client:
+        while not stop.is_set():
+            query = queries[int(rng.integers(0, len(queries)))]
+            started = time.perf_counter()
+            try:
+                response = client.post("/search", json={"query": query, "k": K})
+                response.raise_for_status()
+                hits = response.json()
+            except Exception as exc:  # every failure counts; the run goes on
+                with load.lock:
+                    load.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                continue
+            elapsed = (time.perf_counter() - started) * 1000
+            bad = sum(UNCOMMITTED in (h["text"] or "") + (h["chunk_text"] or "") for h in hits)
+            with load.lock:
+                load.latencies.append(elapsed)
+                load.uncommitted += bad
+
+
+def _ingest_folder(folder: Path, data: Sentences, documents: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(documents):
+        sentences = data.texts[d * 30:(d + 1) * 30]
+        (folder / f"note-{d:03d}.txt").write_text(
+            f"Ingested note {d}\n\n" + "\n\n".join(" ".join(sentences[i:i + 5])
+                                                   for i in range(0, len(sentences), 5)))
+    return folder
+
+
+def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
+                clients: int, seconds: float, workdir: Path) -> dict:
+    copy = workdir / "concurrent-db"
+    shutil.copytree(db, copy)
+    folder = _ingest_folder(workdir / "ingest-sources", data, 20)
+    load = Load()
+    stop = threading.Event()
+    with service(copy, workdir / "serve-concurrent.log") as (url, _):
+        ingest = subprocess.Popen(
+            [sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db", str(copy),
+             "--llm", "offline", "--json", "--no-prune"],
+            env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
+                   for i in range(clients)]
+        threads.append(threading.Thread(target=_writer, args=(copy, data, vectors, stop, load)))
+        started, window_start = time.perf_counter(), time.time()
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        out, err = ingest.communicate(timeout=900)
+    if ingest.returncode != 0:
+        load.errors.append(f"ingest exited {ingest.returncode}: {err[-300:]}")
+    # The ingest's commits that landed while the clients were querying.
+    from propdex.store import Index
+
+    window = (window_start - 1, window_start + elapsed)
+    ingested = [row["ingested_at"].timestamp() for row in Index.open(str(copy)).documents()
+                if row["source"].startswith(str(folder)) and row["ingested_at"] is not None]
+    during = sum(window[0] <= t <= window[1] for t in ingested)
+    return {"requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
+            "error_examples": load.errors[:3], "p50": percentile(load.latencies, 50),
+            "p95": percentile(load.latencies, 95), "uncommitted": load.uncommitted,
+            "writer_commits": load.commits, "ingested": len(ingested), "ingested_during": during, "seconds": elapsed,
+            "throughput": len(load.latencies) / elapsed}
+
+
+# ------------------------------------------------------------------------------------------
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--cold-runs", type=int, default=10)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["cold", "concurrency"])
+    add_corpus_argument(parser)
+    args = parser.parse_args()
+    use_corpus(args.corpus)
+    data = load_sentences()
+    queries = data.queries[:args.queries]
+    workdir = Path(tempfile.mkdtemp(prefix="propdex-bench-serve-"))
+    load_at_start = os.getloadavg()[0]
+    embedder = environment().get("PROPDEX_EMBEDDER", "minilm")
+    rows, cold, concurrent = [], {}, None
+    try:
+        for n in args.sizes:
+            db = build(n, data)
+            with service(db, workdir / f"serve-{n}.log") as (url, ready):
+                latencies = warm_http(url, queries)
+                if n == min(args.sizes) and "cold" not in args.skip:
+                    cold = {"direct": cold_cli(db, queries, args.cold_runs),
+                            "service": cold_cli(db, queries, args.cold_runs, url)}
+            recall, served_ms, exact_ms = recall_at_k(db, queries)
+            rows.append((n, ready, statistics.median(latencies), percentile(latencies, 95),
+                         recall, served_ms, exact_ms))
+            print(f"  {n}: done", file=sys.stderr, flush=True)
+        if "concurrency" not in args.skip:
+            from propdex.api import IndexReader
+            from propdex.settings import Settings
+
+            embed = IndexReader(Settings(db=str(workdir / "unused"))).embedder
+            vectors = np.asarray(embed.embed(queries), dtype=np.float32)
+            concurrent = concurrency(build(min(args.sizes), data), data, queries, vectors,
+                                     args.clients, args.seconds, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report(rows, cold, concurrent, data, args, embedder, load_at_start)
+
+
+def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: float) -> None:
+    print(f"Vectors: {data.origin}; N propositions in N/100 documents (10 chunks of 10 "
+          f"propositions each); queries: {args.queries} held-out sentences; embedder: "
+          f"{embedder}; load average {load:.1f} at start (2 cores).\n")
+    if cold:
+        smallest = min(args.sizes)
+        print(f"Cold `propdex search --json` at {smallest:,} propositions, a new process each "
+              f"time ({args.cold_runs} runs):\n")
+        print("| path | p50 s | min s | max s |")
+        print("|---|---:|---:|---:|")
+        for name, label in (("direct", "opens the index, embeds the query itself"),
+                            ("service", "PROPDEX_SERVER_URL: asks the running service")):
+            times = cold[name]
+            print(f"| {label} | {statistics.median(times):.2f} | {min(times):.2f} | "
+                  f"{max(times):.2f} |")
+        print()
+    print("Warm service over HTTP (one client, sequential, k=10, default level and mode) and "
+          "recall@10 of the same search against exact (flat) search through the same "
+          "function:\n")
+    print("| propositions | documents | service ready s | HTTP p50 ms | HTTP p95 ms | "
+          "recall@10 | in-process p50 ms | exact p50 ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, ready, p50, p95, recall, served_ms, exact_ms in rows:
+        print(f"| {n:,} | {n // 100:,} | {ready:.1f} | {p50:.1f} | {p95:.1f} | {recall:.3f} | "
+              f"{served_ms:.1f} | {exact_ms:.1f} |")
+    if concurrent:
+        c = concurrent
+        print(f"\n{args.clients} concurrent clients for {c['seconds']:.0f} s at "
+              f"{min(args.sizes):,} propositions, while `propdex ingest` committed "
+              f"{c['ingested']} documents ({c['ingested_during']} of them during the "
+              f"queries) and a writer committed {c['writer_commits']} "
+              f"replacements (each after appending an uncommitted version built from the "
+              f"query vectors):\n")
+        print("| requests | errors | p50 ms | p95 ms | requests/s | results from uncommitted runs |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        print(f"| {c['requests']} | {c['errors']} | {c['p50']:.0f} | {c['p95']:.0f} | "
+              f"{c['throughput']:.0f} | {c['uncommitted']} |")
+        for example in c["error_examples"]:
+            print(f"\nerror: {example}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The Python API: open an index and query it in-process.
+
+    from propdex.api import open_index
+
+    index = open_index("propdex-db")
+    for hit in index.search("What are the levels of AGI?", k=3):
+        print(hit.score, hit.title, hit.page_start, hit.text)
+
+``IndexReader`` is what every reader of the index goes through: `propdex search`, the HTTP
+service, the MCP tools and this API all call ``IndexReader.search``, which embeds the query
+with the index's embedder and calls propdex.search.search, so they return the same results.
+Only committed versions are ever read. The embedder is built on the first query that needs
+a vector (or by ``warm_up``) and kept; an IndexReader is safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
+from propdex.settings import Settings
+from propdex.store import Index
+from propdex.store import predicates as p
+from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
+
+# What GET /documents lists per document: its state, description, counts and last run.
+DOCUMENT_SUMMARY_FIELDS = (
+    "doc_id", "source", "status", "error", "error_kind", "title", "summary", "page_count",
+    "chunk_count", "proposition_count", "passed_count", "content_sha256", "run_id",
+    "last_run_id", "ingested_at", "last_attempt_at",
+)
+CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "section",
+                "page_start", "page_end", "char_start", "char_end", "source", "prop_error"]
+PROPOSITION_FIELDS = ["prop_id", "ordinal", "text", "accuracy", "clarity", "completeness",
+                      "conciseness", "passed", "page_start", "page_end"]
+
+
+class IndexReader:
+    """Read access to one index: search, documents, chunks and health."""
+
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings or Settings()
+        self.index = Index.open(self.settings.db_uri, create=False,
+                                storage_options=self.settings.storage_options)
+        self._embedder: Any = None
+        self._embedder_lock = threading.Lock()
+
+    # Queries -----------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Any:
+        """The configured embedder (propdex.runtime.embedder_for), built once."""
+        if self._embedder is None:
+            with self._embedder_lock:
+                if self._embedder is None:
+                    from propdex.runtime import embedder_for
+
+                    self._embedder = embedder_for(self.settings)
+        return self._embedder
+
+    def warm_up(self) -> None:
+        """Load the embedder and the live documents now rather than on the first query."""
+        self.embedder.embed_query("warm-up")
+        self.index.live_documents()
+
+    def search(self, query: str, *, level: Level = DEFAULT_LEVEL, mode: Mode = DEFAULT_MODE,
+               k: int = DEFAULT_K, doc_ids: list[str] | None = None,
+               source: str | None = None) -> list[SearchResult]:
+        """The top ``k`` results for ``query`` (see propdex.search.search); ``source`` is a
+        glob over source paths, ``doc_ids`` restricts to those documents."""
+        vector = None if mode == "fts" else self.embedder.embed_query(query)
+        return search(self.index, query, vector, level=level, mode=mode, k=k,
+                      doc_ids=doc_ids, source_glob=source)
+
+    # Documents and chunks ------------------------------------------------------------------
+    def documents(self) -> list[dict]:
+        """Every document (indexed, failed or skipped), by source, without its text."""
+        return [{k: row.get(k) for k in DOCUMENT_SUMMARY_FIELDS}
+                for row in self.index.documents()]
+
+    def document(self, doc_id: str) -> dict | None:
+        """One document's full row without the extracted text, or None."""
+        return self.index.document(doc_id, with_text=False)
+
+    def chunk(self, chunk_id: str) -> dict | None:
+        """A live chunk with its document's title and its propositions (with grades, in
+        order), or None when no committed version holds it."""
+        live = self.index.live_documents()
+        rows = [r for r in self.index.read(CHUNKS, CHUNK_FIELDS, p.eq("chunk_id", chunk_id))
+                if live.runs.get(r["doc_id"]) == r["run_id"]]
+        if not rows:
+            return None
+        chunk = rows[0]
+        where = p.all_of(p.eq("chunk_id", chunk_id), p.eq("run_id", chunk["run_id"]))
+        propositions = sorted(self.index.read(PROPOSITIONS, PROPOSITION_FIELDS, where),
+                              key=lambda r: r["ordinal"])
+        return {**chunk, "title": live.documents[chunk["doc_id"]]["title"],
+                "propositions": propositions}
+
+    def health(self) -> dict:
+        """The index's location, table versions and row counts, and the embedder."""
+        versions, rows = {}, {}
+        for name in TABLES:
+            table = self.index.table(name)
+            versions[name] = table.version if table is not None else None
+            rows[name] = table.count_rows() if table is not None else 0
+        return {
+            "status": "ok", "db": self.index.uri, "versions": versions, "rows": rows,
+            "live_documents": len(self.index.live_documents().runs),
+            "embedder": self.embedder.name, "dim": self.embedder.dim,
+            "vector_index": {name: self.index.has_vector_index(name)
+                             for name in (CHUNKS, PROPOSITIONS)},
+        }
+
+
+def open_index(db: str | None = None, **settings: Any) -> IndexReader:
+    """An IndexReader over the index at ``db`` (default PROPDEX_DB or ./propdex-db); other
+    keyword arguments are Settings fields (embedder, embed_model, storage_* ...)."""
+    if db is not None:
+        settings["db"] = db
+    return IndexReader(Settings(**settings))

@@ -1,0 +1,122 @@
+"""Local all-MiniLM-L6-v2 on ONNX Runtime: no torch at ingest or query time.
+
+Vectors equal sentence-transformers' (mean pooling over word pieces, L2-normalised) for every
+text that fits MiniLM's window of 256 word pieces. A longer text is not cut: it is read in
+overlapping windows of the same size and its vector is the normalised mean of the windows'
+vectors, so every word piece reaches the vector (issue 15: no silent truncation).
+
+Throughput comes from the batching: texts are tokenized up front, sorted by length and packed
+into batches by token count (little padding, large matrix products); one session per process
+runs them with as many intra-op threads as the process may use, under a lock, so documents
+embedding at once take turns instead of oversubscribing the cores.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from propdex.embed.base import Embedder
+from propdex.embed.minilm_tokens import MAX_TOKENS, minilm_tokenizer, token_windows
+from propdex.embed.onnx_export import Precision, ensure_onnx_model
+
+WINDOW_OVERLAP = 32  # word pieces shared by neighbouring windows of a long text
+BATCH_TOKENS = 8192  # padded word pieces per ONNX run: large enough to keep the cores busy
+MAX_BATCH_ROWS = 256
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=4)
+def _session(path: str, threads: int):
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise ImportError(
+            "local ONNX embeddings need onnxruntime: pip install 'propdex[local]'"
+        ) from exc
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or _cores()
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+# One lock per process: ONNX Runtime's intra-op pool already uses every core, so two
+# documents running the model at once would only fight over them.
+_run_lock = threading.Lock()
+
+
+class OnnxMiniLMEmbedder(Embedder):
+    dim = 384
+
+    def __init__(self, onnx_dir: Path, precision: Precision = "fp32", threads: int = 0):
+        self.onnx_dir = onnx_dir
+        self.precision = precision
+        self.threads = threads
+        self.name = "all-MiniLM-L6-v2" if precision == "fp32" else "all-MiniLM-L6-v2-int8"
+
+    def __repr__(self) -> str:
+        return f"OnnxMiniLMEmbedder(precision={self.precision!r}, onnx_dir={str(self.onnx_dir)!r})"
+
+    @property
+    def cache_name(self) -> str:
+        # Long texts are read in windows here but truncated by sentence-transformers: their
+        # cached vectors must not be shared with the torch runtime's.
+        return f"{self.name}+windows"
+
+    def truncated(self, texts: list[str]) -> int | None:
+        return 0  # every text is read whole, in windows when it is long
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        tokenizer = minilm_tokenizer()
+        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+        pieces: list[list[int]] = []
+        owner: list[int] = []
+        for text_index, encoding in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
+            for window in token_windows(encoding.ids, MAX_TOKENS - 2, WINDOW_OVERLAP):
+                pieces.append([cls_id, *window, sep_id])
+                owner.append(text_index)
+        piece_vectors = self._run(pieces)
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        np.add.at(vectors, np.asarray(owner), piece_vectors)
+        return _normalised(vectors)
+
+    def _run(self, pieces: list[list[int]]) -> np.ndarray:
+        """Normalised vectors of token-id sequences, batched by padded token count."""
+        session = _session(str(ensure_onnx_model(self.onnx_dir, self.precision)), self.threads)
+        order = sorted(range(len(pieces)), key=lambda i: -len(pieces[i]))
+        out = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            longest = len(pieces[order[start]])  # sorted: the first of a batch is its longest
+            rows = max(1, min(MAX_BATCH_ROWS, BATCH_TOKENS // longest))
+            batch = order[start : start + rows]
+            ids = np.zeros((len(batch), longest), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for row, piece_index in enumerate(batch):
+                piece = pieces[piece_index]
+                ids[row, : len(piece)] = piece
+                mask[row, : len(piece)] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            with _run_lock:
+                out[batch] = session.run(None, feeds)[0]
+            start += rows
+        return _normalised(out)
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)

@@ -1,0 +1,1 @@
+"""Serving the index: the HTTP service, its client, and the MCP tools."""

@@ -1,0 +1,132 @@
+"""The HTTP JSON service over one index (FastAPI): search, documents, chunks, health.
+
+``create_app`` builds the application around one IndexReader, so the embedder is loaded once
+and every request goes through IndexReader.search, the function `propdex search` calls.
+Endpoints are plain (sync) functions: FastAPI runs them on its thread pool, and LanceDB
+and the embedder release the GIL while they work.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route signatures, and the
+# SearchRequest model is a local variable a string annotation could not resolve.
+
+from typing import Annotated, Any
+
+from fastapi import FastAPI, HTTPException, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, create_model, field_validator
+
+from propdex import __version__
+from propdex.api import IndexReader
+from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
+from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
+from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware
+
+
+
+class _SearchFields(BaseModel):
+    """Fields of POST /search besides ``query`` (its length limit comes from settings)."""
+
+    level: Level = Field(DEFAULT_LEVEL, description="propositions, chunks or both")
+    mode: Mode = Field(DEFAULT_MODE, description="vector, fts (full-text) or hybrid")
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description=f"results wanted (1-{MAX_K})")
+    source: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                               pattern=ID_PATTERN,
+                               description="glob over source paths (fnmatch, case-sensitive)")
+    doc_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS,
+                                       pattern=ID_PATTERN)]] | None = Field(
+        None, max_length=MAX_DOC_IDS, description="restrict to these documents")
+
+    model_config = {"extra": "forbid"}
+
+
+def search_request_model(max_query_chars: int) -> type[BaseModel]:
+    """The POST /search body: ``query`` bounded by ``max_query_chars``."""
+
+    def no_nul(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("must not contain a NUL character")
+        return value
+
+    return create_model(
+        "SearchRequest", __base__=_SearchFields,
+        query=(str, Field(min_length=1, max_length=max_query_chars,
+                          description="the question or keywords")),
+        __validators__={"query_has_no_nul": field_validator("query")(no_nul)},
+    )
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """'k: Input should be less than or equal to 100; level: ...' from FastAPI's errors."""
+    parts = []
+    for error in exc.errors():
+        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "path")]
+        parts.append(f"{'.'.join(location) or 'body'}: {error.get('msg')}")
+    return "; ".join(parts)
+
+
+def create_app(reader: IndexReader) -> FastAPI:
+    """The application serving ``reader``'s index with its settings' limits and token."""
+    settings = reader.settings
+    app = FastAPI(
+        title="propdex", version=__version__,
+        description="Search a propdex index: propositions, chunks and their citations. "
+                    "With PROPDEX_API_TOKEN set, every request needs "
+                    "`Authorization: Bearer <token>`.",
+    )
+    SearchRequest = search_request_model(settings.api_max_query_chars)  # noqa: N806
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own body lists the errors; "error" names the fields in one sentence.
+        return JSONResponse(status_code=422, content={
+            "error": _validation_message(exc), "detail": _jsonable(exc.errors())})
+
+    @app.post("/search", summary="Search the index (same results as `propdex search --json`)")
+    def search(request: SearchRequest) -> list[dict[str, Any]]:  # type: ignore[valid-type]
+        results = reader.search(request.query, level=request.level, mode=request.mode,
+                                k=request.k, doc_ids=request.doc_ids, source=request.source)
+        return [r.to_dict() for r in results]
+
+    @app.get("/documents", summary="Every document: status, title, summary, counts, last run")
+    def documents() -> list[dict[str, Any]]:
+        return reader.documents()
+
+    @app.get("/documents/{doc_id}", summary="One document's row (without its text)")
+    def document(doc_id: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=ID_PATTERN)],
+                 ) -> dict[str, Any]:
+        row = reader.document(doc_id)
+        if row is None:
+            raise HTTPException(404, f"no document {doc_id!r}")
+        return row
+
+    @app.get("/chunks/{chunk_id}",
+             summary="A live chunk: text, header, pages, offsets, propositions with grades")
+    def chunk(chunk_id: Annotated[str, Path(max_length=MAX_ID_CHARS, pattern=ID_PATTERN)],
+              ) -> dict[str, Any]:
+        row = reader.chunk(chunk_id)
+        if row is None:
+            raise HTTPException(404, f"no live chunk {chunk_id!r}")
+        return row
+
+    @app.get("/health", summary="Index version, row counts and embedder")
+    def health() -> dict[str, Any]:
+        return reader.health()
+
+    # The middleware added last runs first: CORS answers preflights (which carry no
+    # token), then the token is checked, then the body size, before any body is read.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.api_max_body_bytes)
+    if settings.api_token is not None:
+        app.add_middleware(BearerTokenMiddleware, token=settings.api_token.get_secret_value())
+    if settings.api_cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    return app
+
+
+def _jsonable(errors: list[dict]) -> list[dict]:
+    # pydantic puts the exception object under ctx["error"] for custom validators.
+    return [{**e, "ctx": {k: str(v) for k, v in e["ctx"].items()}} if "ctx" in e else e
+            for e in errors]

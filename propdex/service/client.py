@@ -1,0 +1,55 @@
+"""The `propdex search` client of a running service (PROPDEX_SERVER_URL).
+
+Standard library only: a one-shot search through the service must not pay for importing
+LanceDB, NumPy or an embedder, which is the point of asking the service.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from propdex.errors import PropdexError
+
+TIMEOUT_S = 30.0
+
+
+class ServiceUnavailableError(PropdexError):
+    """No service answers at PROPDEX_SERVER_URL (refused, unreachable, timed out)."""
+
+
+class ServiceRequestError(PropdexError):
+    """The service answered with an error (401 token, 422 bad field, 5xx)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"the service answered {status}: {message}")
+        self.status = status
+
+
+def search_via_service(url: str, request: dict[str, Any], token: str | None = None,
+                       timeout: float = TIMEOUT_S) -> list[dict]:
+    """POST ``request`` (the fields of POST /search) to the service at ``url``."""
+    body = json.dumps({k: v for k, v in request.items() if v is not None}).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    http = urllib.request.Request(url.rstrip("/") + "/search", data=body, headers=headers,
+                                  method="POST")
+    try:
+        with urllib.request.urlopen(http, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise ServiceRequestError(exc.code, _error_text(exc)) from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServiceUnavailableError(f"no propdex service at {url}: {reason}") from None
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        payload = json.loads(exc.read())
+    except (ValueError, OSError):
+        return exc.reason
+    return str(payload.get("error") or payload.get("detail") or exc.reason)

@@ -1,0 +1,77 @@
+"""`propdex mcp`: an MCP server (stdio) with the tools ``search`` and ``get_chunk``.
+
+The tools take the arguments of POST /search and GET /chunks/{chunk_id} and call the same
+IndexReader methods, so an agent gets the service's results, with pages and offsets to cite.
+The `mcp` package is an optional extra.
+"""
+
+# No `from __future__ import annotations`: the MCP server reads the tool signatures, whose
+# query bound is a local value a string annotation could not resolve.
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from propdex.api import IndexReader
+from propdex.errors import PropdexError
+from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
+from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
+
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+
+
+class McpUnavailableError(PropdexError):
+    """`propdex mcp` needs the optional `mcp` package."""
+
+
+def build_mcp_server(reader: IndexReader) -> Any:
+    """An MCPServer whose tools search ``reader``'s index and fetch its chunks."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError as exc:
+        raise McpUnavailableError(
+            "`propdex mcp` needs the 'mcp' extra: pip install 'propdex[mcp]' "
+            f"(missing: {exc.name})") from exc
+    max_query = reader.settings.api_max_query_chars
+    server = MCPServer(
+        "propdex", log_level="WARNING",
+        instructions="Search a propdex index of documents. `search` returns the best "
+                     "propositions or chunks with title, source, pages and character "
+                     "offsets to cite; `get_chunk` returns a chunk's full text and its graded "
+                     "propositions.")
+
+    @server.tool()
+    def search(
+        query: Annotated[str, Field(min_length=1, max_length=max_query,
+                                    description="the question or keywords")],
+        level: Annotated[Level, Field(description="propositions, chunks or both")] = DEFAULT_LEVEL,
+        mode: Annotated[Mode, Field(description="vector, fts or hybrid")] = DEFAULT_MODE,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="results wanted")] = DEFAULT_K,
+        source: Annotated[Id | None, Field(description="glob over source paths")] = None,
+        doc_ids: Annotated[list[Id] | None, Field(max_length=MAX_DOC_IDS,
+                                                  description="restrict to these documents")] = None,
+    ) -> list[dict[str, Any]]:
+        """Search the index; each result cites its document (title, source), pages and
+        character offsets, and carries its parent chunk's text."""
+        results = reader.search(query, level=level, mode=mode, k=k, doc_ids=doc_ids,
+                                source=source)
+        return [r.to_dict() for r in results]
+
+    @server.tool()
+    def get_chunk(chunk_id: Id) -> dict[str, Any]:
+        """A chunk by chunk_id (from a search result): its text, header, pages, offsets,
+        document title and source, and its propositions with their grades."""
+        chunk = reader.chunk(chunk_id)
+        if chunk is None:
+            raise ToolError(f"no live chunk {chunk_id!r}")  # shown to the agent as is
+        return chunk
+
+    return server
+
+
+def run_mcp(reader: IndexReader) -> None:
+    """Serve the tools over stdin/stdout until the client closes them."""
+    server = build_mcp_server(reader)
+    reader.warm_up()
+    server.run("stdio")

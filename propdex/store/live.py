@@ -1,0 +1,59 @@
+"""Which documents are live: the committed run of each, cached per documents table version.
+
+Every search must know each document's committed run to skip old and unfinished rows.
+Reading the whole documents table for that costs milliseconds per query at 10k documents
+(and grows with the index), while asking LanceDB for the table's current version costs a
+tenth of a millisecond. So the map is read once per version: a commit, a failure record or a
+removal writes a new version of the documents table, and the next query re-reads the map.
+
+The version is taken *before* the rows are read. A commit landing in between gives a map
+newer than its key, never older: the next query sees a newer version and reads again, and a
+map can only be fresher than the rows it filters, so an uncommitted run is never let through.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LIVE_COLUMNS = ["doc_id", "run_id", "title", "source"]
+
+
+@dataclass(frozen=True)
+class LiveDocuments:
+    """One version's live documents. Shared between threads: never modify its dicts."""
+
+    version: int | None  # documents table version it was read at; None = no table
+    documents: dict[str, dict] = field(default_factory=dict)  # doc_id -> LIVE_COLUMNS
+    runs: dict[str, str] = field(default_factory=dict)  # doc_id -> committed run_id
+
+
+class LiveDocumentsCache:
+    """The latest LiveDocuments of one documents table, re-read when its version changes."""
+
+    def __init__(self, table: Callable[[], Any], read: Callable[[], list[dict]]):
+        self._table = table  # the opened documents table, or None while there is none
+        self._read = read  # every documents row with LIVE_COLUMNS
+        self._lock = threading.Lock()
+        self._current = LiveDocuments(None)
+
+    def get(self) -> LiveDocuments:
+        table = self._table()
+        if table is None:
+            return LiveDocuments(None)
+        version = table.version  # with read_consistency_interval 0: the latest commit's
+        current = self._current
+        if current.version == version:
+            return current
+        with self._lock:  # one reader refreshes; concurrent queries wait for its map
+            latest = self._current.version
+            if latest is not None and latest >= version:
+                return self._current  # another thread read this version or a newer one
+            rows = self._read()
+            documents = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
+            fresh = LiveDocuments(version, documents,
+                                  {doc_id: r["run_id"] for doc_id, r in documents.items()})
+            self._current = fresh
+            return fresh

@@ -1,0 +1,101 @@
+"""A real `propdex serve` process on a free port, and an index whose vectors the scripted
+server's embeddings reproduce (so a query equal to a proposition's text finds it first)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.scripted_server import ScriptedServer, hashed_vector
+from tests.store_rows import DIM, make_version
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 120  # a loaded 2-core machine imports FastAPI and LanceDB slowly
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[ScriptedServer]:
+    """The scripted server, embedding in DIM dimensions for the service and the CLI."""
+    server = ScriptedServer(embed_dim=DIM).start()
+    yield server
+    server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scripted_vector(text: str) -> np.ndarray:
+    """The unit vector the scripted server's embeddings give ``text`` (dimension DIM)."""
+    vector = hashed_vector(text, DIM)
+    return vector / np.linalg.norm(vector)
+
+
+def embedding_environment(scripted: ScriptedServer) -> dict[str, str]:
+    """PROPDEX_* variables that make the service (and the CLI) embed through ``scripted``."""
+    return {"PROPDEX_EMBEDDER": "openai", "PROPDEX_EMBED_MODEL": "scripted-embed",
+            "PROPDEX_EMBED_BASE_URL": scripted.url + "/v1", "PROPDEX_EMBED_API_KEY": "sk-test",
+            "PROPDEX_LLM_TIMEOUT": "5"}
+
+
+def version(doc_id: str, run_id: str, facts: list[list[str]], source: str, title: str):
+    """A document version whose chunk i holds ``facts[i]``; every vector is the scripted
+    embedding of its text."""
+    paragraphs = [" ".join(chunk) for chunk in facts]
+    return make_version(
+        doc_id, run_id, paragraphs, source=source, title=title,
+        props={i: chunk for i, chunk in enumerate(facts)},
+        chunk_vectors={i: scripted_vector(p) for i, p in enumerate(paragraphs)},
+        prop_vectors={(i, j): scripted_vector(fact) for i, chunk in enumerate(facts)
+                      for j, fact in enumerate(chunk)},
+    )
+
+
+@contextmanager
+def running_service(db: Path, env: dict[str, str], *args: str) -> Iterator[str]:
+    """`propdex serve --db DB` in a subprocess; yields its base URL once /health answers."""
+    port = free_port()
+    environment = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+    log = db.parent / f"serve-{port}.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port),
+             *args], env=environment, stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {env['PROPDEX_API_TOKEN']}"} \
+        if "PROPDEX_API_TOKEN" in env else {}
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"propdex serve exited {process.returncode}: "
+                                   f"{log.read_text()}")
+            try:
+                if httpx.get(url + "/health", headers=headers, timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"propdex serve did not answer in {START_TIMEOUT_S} s: "
+                                   f"{log.read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

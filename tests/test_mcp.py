@@ -1,0 +1,66 @@
+"""`propdex mcp`: the search and get_chunk tools called through the mcp client over stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+import pytest
+
+from propdex.store import Index
+from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
+    REPO, embedding_environment, scripted, version,
+)
+from tests.store_rows import DIM
+
+mcp_client = pytest.importorskip(
+    "mcp.client.client", reason="the optional 'mcp' extra is not installed (pip install mcp)")
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def calls(tmp_path_factory, scripted):
+    """Runs tool calls against one `propdex mcp` process; returns their results."""
+    db = tmp_path_factory.mktemp("mcp") / "db"
+    Index.open(str(db), dim=DIM).replace_document(*version(
+        "kite", "r1", [["Kites fly on windy days.", "Kite lines are strong."],
+                       ["Box kites have cells."]], "/corpus/kites.md", "Kites").rows)
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "propdex.cli", "mcp", "--db", str(db)],
+        env={**os.environ, **embedding_environment(scripted), "PYTHONPATH": str(REPO)})
+
+    def run(*requests: tuple[str, dict]) -> list:
+        async def session() -> list:
+            async with mcp_client.Client(server, read_timeout_seconds=120) as client:
+                tools = await client.list_tools()
+                results = [sorted(t.name for t in tools.tools)]
+                for name, arguments in requests:
+                    results.append(await client.call_tool(name, arguments))
+                return results
+        return anyio.run(session)
+    return run
+
+
+def test_the_tools_search_and_fetch_a_chunk_to_cite(calls):
+    tools, found, chunk, missing, bad = calls(
+        ("search", {"query": "Box kites have cells.", "k": 2}),
+        ("get_chunk", {"chunk_id": "kite:c0"}),
+        ("get_chunk", {"chunk_id": "kite:c7"}),
+        ("search", {"query": "kites", "k": 500}),
+    )
+    hits = found.structured_content["result"]
+    assert (
+        ["get_chunk", "search"],
+        ("Box kites have cells.", "kite:c1", "Kites", "/corpus/kites.md", 2),
+        ("Kites fly on windy days. Kite lines are strong.", ["kite:c0:p0", "kite:c0:p1"]),
+        (True, True), (True, True),
+    ) == (
+        tools,
+        (hits[0]["text"], hits[0]["chunk_id"], hits[0]["title"], hits[0]["source"],
+         hits[0]["page_start"]),
+        (chunk.structured_content["text"],
+         [p["prop_id"] for p in chunk.structured_content["propositions"]]),
+        (missing.is_error, "no live chunk 'kite:c7'" in missing.content[0].text),
+        (bad.is_error, "k" in bad.content[0].text),
+    )

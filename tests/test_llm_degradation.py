@@ -141,3 +141,19 @@ def test_a_server_refusing_json_schema_is_reported_once_in_the_run(tmp_path, mon
     assert 1 == len(summary["structured_output"])
     assert summary["structured_output"][0].startswith("scripted-model: json_object+schema (refused: json_schema+bounds")
     assert ["indexed", "indexed"] == [d["status"] for d in summary["documents"]]
+
+
+def test_a_runaway_answer_is_stopped_at_its_cap_and_nothing_of_it_is_stored(llm_env, tmp_path, monkeypatch):
+    runaway = json.dumps({"propositions": [f"Proposition {i} of a rambling model." for i in range(2000)]})
+    llm_env.responder = lambda step, body: runaway if step == "propositions" else None
+    monkeypatch.setenv("PROPDEX_MAX_PROPOSITIONS", "10")
+    source = tmp_path / "harbour.txt"
+    source.write_text("The authority employs 310 people at the port.\n", encoding="utf-8")
+    _ingest([source], tmp_path / "db")
+    chunk = _rows(tmp_path / "db", "chunks")[0]
+    cap = max(r.body["max_tokens"] for r in llm_env.requests if r.step == "propositions")
+
+    assert chunk["prop_error"].startswith("extract: propositions: invalid answer after one repair: "
+                                          f"answer cut off at its output cap (max_tokens={cap}")
+    document = _rows(tmp_path / "db", "documents")[0]
+    assert ("indexed", 0, 1) == (document["status"], document["proposition_count"], document["chunk_failures"])

@@ -1,15 +1,19 @@
 """Extraction speed: propdex's extract_document against raw PyMuPDF and against pypdf.
 
-    python bench/bench_extraction.py [PDF ...]
+    python bench/bench_extraction.py [--rounds N] [--wall] [PDF ...]
 
 Raw means open + ``page.get_text()`` for every page; pypdf (the usual pure-Python
 alternative, from the ``bench`` extra) means open + ``page.extract_text()`` for every page.
 All sides run alternately, ROUNDS times per PDF, so machine noise hits them alike; the table
-gives median pages/s and the ratios ours/raw and ours/pypdf.
+gives median pages/s and the ratios ours/raw and ours/pypdf. Times are the CPU seconds of
+this process (every side is single-threaded and runs in it): on a shared machine wall time
+swings with the others' load, by +-30% between identical runs. ``--wall`` times wall-clock
+seconds instead.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -56,25 +60,26 @@ def ours(path: Path, settings: Settings) -> int:
     return extract_document(path, settings).page_count
 
 
-def timed(run) -> tuple[float, int]:
-    start = time.perf_counter()
+def timed(run, clock) -> tuple[float, int]:
+    start = clock()
     pages = run()
-    return time.perf_counter() - start, pages
+    return clock() - start, pages
 
 
-def bench(path: Path, settings: Settings) -> tuple[int, float, float, float]:
+def bench(path: Path, settings: Settings, rounds: int, clock=time.process_time,
+          ) -> tuple[int, float, float, float]:
     """Page count and median seconds (raw, pypdf, ours) after one warm-up of each."""
     raw_pymupdf(path)
     pypdf_text(path)
     ours(path, settings)
     raw_times, pypdf_times, our_times = [], [], []
     pages = 0
-    for _ in range(ROUNDS):
-        seconds, pages = timed(lambda: raw_pymupdf(path))
+    for _ in range(rounds):
+        seconds, pages = timed(lambda: raw_pymupdf(path), clock)
         raw_times.append(seconds)
-        seconds, _ = timed(lambda: pypdf_text(path))
+        seconds, _ = timed(lambda: pypdf_text(path), clock)
         pypdf_times.append(seconds)
-        seconds, _ = timed(lambda: ours(path, settings))
+        seconds, _ = timed(lambda: ours(path, settings), clock)
         our_times.append(seconds)
     return (pages, statistics.median(raw_times), statistics.median(pypdf_times),
             statistics.median(our_times))
@@ -90,20 +95,26 @@ def _version(package: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv] or [CORPUS / name for name in DEFAULT_PDFS]
+    parser = argparse.ArgumentParser(description="Extraction speed against raw PyMuPDF and pypdf")
+    parser.add_argument("pdfs", nargs="*", type=Path)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--wall", action="store_true", help="wall-clock instead of CPU time")
+    args = parser.parse_args(argv)
+    clock = time.perf_counter if args.wall else time.process_time
+    paths = args.pdfs or [CORPUS / name for name in DEFAULT_PDFS]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         print(f"missing: {', '.join(missing)}", file=sys.stderr)
         return 2
     settings = Settings()
-    print(f"{ROUNDS} rounds each, alternating; pymupdf {pymupdf.VersionBind}, "
+    print(f"{args.rounds} rounds each, alternating, {'wall-clock' if args.wall else 'CPU'} time; pymupdf {pymupdf.VersionBind}, "
           f"pypdf {_version('pypdf')}\n")
     print("| PDF | pages | raw PyMuPDF pages/s | pypdf pages/s | ours pages/s | ours/raw "
           "| ours/pypdf |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     total_pages, total_raw, total_pypdf, total_ours = 0, 0.0, 0.0, 0.0
     for path in paths:
-        pages, raw_s, pypdf_s, our_s = bench(path, settings)
+        pages, raw_s, pypdf_s, our_s = bench(path, settings, args.rounds, clock)
         total_pages += pages
         total_raw += raw_s
         total_pypdf += pypdf_s

@@ -1,4 +1,5 @@
-"""The evaluation flow: the four retrieval units built and scored as parallel tasks."""
+"""The evaluation flow: the four retrieval units and the product's searches (every level x
+mode of propdex.search, the default one labelled) built and scored as parallel tasks."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.parameters import EvaluateOptions
 from propdex.evaluation import run
+from propdex.evaluation.searches import SEARCH_ROWS
 from propdex.evaluation.units import UNIT_KINDS
 from tasks.evaluation import (
     build_units,
     embed_questions,
+    embed_search_queries,
     grade_answers,
     load_corpus,
     publish_report,
+    score_search,
     score_unit,
 )
 
@@ -26,8 +30,9 @@ def evaluate(
     options: EvaluateOptions = EvaluateOptions(),
 ) -> dict:
     """Compare chunks (without and with their contextual header), sentences and propositions
-    as retrieval units on the questions in ``questions`` (JSONL) over the index at ``db``;
-    write report.md, report.json and recall.png into ``out``.
+    as retrieval units, and every search ``propdex search`` offers (level x mode; the
+    default one labelled), on the questions in ``questions`` (JSONL) over the index at
+    ``db``; write report.md, report.json and recall.png into ``out``.
 
     Args:
         questions: Path of a JSONL file: one object per line with question, answer and, when
@@ -45,6 +50,10 @@ def evaluate(
     units = {kind: build_units.submit(corpus, kind, settings) for kind in UNIT_KINDS}
     scored = {kind: score_unit.submit(corpus, units[kind], queries, ks, budgets, options.top_k)
               for kind in UNIT_KINDS}
+    search_queries = embed_search_queries.submit(corpus, settings)
+    scored |= {row.kind: score_search.submit(corpus, row, search_queries, ks, budgets, settings,
+                                             options.top_k)
+               for row in SEARCH_ROWS}
     scores = {kind: future.result() for kind, future in scored.items()}
     grades, info = (grade_answers(corpus, scores, settings) if options.answer_quality
                     else (None, None))

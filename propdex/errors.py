@@ -101,6 +101,10 @@ class NoPrefectServerError(PropdexError):
     """No PREFECT_API_URL is configured, so events would reach no server."""
 
 
+class PrefectStartError(PropdexError):
+    """Prefect's ephemeral API, started for a CLI run, exited or did not answer in time."""
+
+
 def error_kind(exc: BaseException) -> str:
     """The failure kind stored with a document: an ``input`` failure of unchanged bytes is
     not retried by the next run; every other kind is."""

@@ -35,6 +35,9 @@ class ExtractedDocument:
     sections: list[SectionHint] = field(default_factory=list)  # outline / headings, by char_start
     page_count: int = 0
     ocr: bool = False  # text came from OCR
+    encoding: str | None = None  # text files: the encoding the bytes were read in ("cp1252")
+    # PDFs: running header, footer and page-number lines kept out of ``text``
+    furniture_removed: int | None = None
 
     def pages_for(self, start: int, end: int) -> tuple[int, int]:
         """First and last page touched by text[start:end]."""

@@ -7,6 +7,13 @@ parent chunk, each parent scored by its best proposition (Dense X Retrieval's
 passage-level scoring). Only live rows count: a row whose (doc_id, run_id) is not the
 documents row's committed run is an old or unfinished version and is skipped.
 
+``level="both"`` fuses at the chunk level: every table and mode gives its own ranking of
+parent chunks (propositions lift their parent, ranked by its best proposition), and the
+rankings are combined by reciprocal rank fusion, so a chunk that both its propositions
+and its own text rank well comes first. The fused score is the RRF score. The default
+search (DEFAULT_LEVEL, DEFAULT_MODE) is the one that won on eval/dev_questions.jsonl;
+the CLI, the service and the evaluation use these constants.
+
 This module reads LanceDB only; it must not import Prefect (search starts in a second).
 """
 
@@ -26,13 +33,17 @@ from propdex.store.schema import CHUNKS, PROPOSITIONS
 Level = Literal["propositions", "chunks", "both"]
 Mode = Literal["vector", "fts", "hybrid"]
 
-# Defaults of every entry point (CLI, service, MCP, Python API): they take these, so a
-# change here changes them all.
-DEFAULT_LEVEL: Level = "propositions"
-DEFAULT_MODE: Mode = "vector"
+# Defaults of every entry point (CLI, service, MCP, Python API, evaluation): they take
+# these, so a change here changes them all. Level and mode are the search that won on
+# eval/dev_questions.jsonl (README, Evaluation): hybrid over both tables, chunk-level RRF.
+DEFAULT_LEVEL: Level = "both"
+DEFAULT_MODE: Mode = "hybrid"
 DEFAULT_K = 5
 
 RRF_K = 60
+# Parent chunks each ranking contributes to a fused ("both") ranking: deeper than k, so
+# a chunk ranked 8th by one signal and 2nd by another still gets both contributions.
+FUSION_DEPTH = 20
 # Rows fetched per wanted result before filtering and grouping; grown 4x while too few
 # live results (or distinct parents) come back and the ranking is not exhausted.
 _OVERFETCH = {PROPOSITIONS: 10, CHUNKS: 3}
@@ -100,14 +111,15 @@ def search(
         return []
     scope = p.in_list("doc_id", allowed) if allowed is not None else ""
 
-    results: list[SearchResult] = []
-    if level in ("propositions", "both"):
-        where = p.all_of("passed = true", scope) if scope else "passed = true"
-        results += _proposition_results(index, query, query_vector, mode, k, where, live, documents)
-    if level in ("chunks", "both"):
-        results += _chunk_results(index, query, query_vector, mode, k, scope or None, live,
-                                  documents)
-    return _best_per_chunk(results)[:k]
+    prop_where = p.all_of("passed = true", scope) if scope else "passed = true"
+    if level == "propositions":
+        return _proposition_results(index, query, query_vector, mode, k, prop_where, live,
+                                    documents)[:k]
+    if level == "chunks":
+        return _chunk_results(index, query, query_vector, mode, k, scope or None, live,
+                              documents)[:k]
+    return _fused_results(index, query, query_vector, mode, k, prop_where, scope or None, live,
+                          documents)
 
 
 def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
@@ -228,13 +240,68 @@ def _chunk_results(index: Index, query: str, vector: np.ndarray | None, mode: Mo
     return results
 
 
-def _best_per_chunk(results: list[SearchResult]) -> list[SearchResult]:
-    """Best first, one result per chunk (a chunk hit and a proposition hit of the same
-    chunk keep the higher-scored one)."""
-    seen: set[str] = set()
-    unique = []
-    for result in sorted(results, key=lambda r: -r.score):
-        if result.chunk_id not in seen:
-            seen.add(result.chunk_id)
-            unique.append(result)
-    return unique
+def _fused_results(index: Index, query: str, vector: np.ndarray | None, mode: Mode, k: int,
+                   prop_where: str, chunk_where: str | None, live: dict[str, str],
+                   documents: dict[str, dict]) -> list[SearchResult]:
+    """Chunk-level RRF of every (table, signal) ranking: hybrid fuses four rankings
+    (propositions and chunks, each by vector and by BM25), vector or fts two."""
+    depth = max(k, FUSION_DEPTH)
+    signals: list[Mode] = ["vector", "fts"] if mode == "hybrid" else [mode]
+    prop_rankings = [_fetch_groups(index, PROPOSITIONS, query, vector, signal, depth,
+                                   _PROP_COLUMNS, prop_where, live) for signal in signals]
+    chunk_rankings = [_fetch_groups(index, CHUNKS, query, vector, signal, depth, _CHUNK_COLUMNS,
+                                    chunk_where, live) for signal in signals]
+    fused = reciprocal_rank_fusion(
+        [[{"chunk_id": chunk_id} for chunk_id in ranking]
+         for ranking in prop_rankings + chunk_rankings],
+        key=lambda r: r["chunk_id"],
+    )[:k]
+    chunk_rows = {chunk_id: rows[0] for ranking in chunk_rankings
+                  for chunk_id, rows in ranking.items()}
+    chunk_rows.update(_live_chunks(index, [f["chunk_id"] for f in fused
+                                           if f["chunk_id"] not in chunk_rows], live))
+    results = []
+    for entry in fused:
+        chunk_id = entry["chunk_id"]
+        props = _fused_propositions([ranking.get(chunk_id, []) for ranking in prop_rankings])
+        chunk_rank = _best_rank(chunk_id, chunk_rankings)
+        parent = chunk_rows.get(chunk_id, {})
+        if props and _best_rank(chunk_id, prop_rankings) <= chunk_rank:
+            best = props[0]
+            doc = documents[best["doc_id"]]
+            results.append(SearchResult(
+                text=best["text"], score=entry["score"], level="proposition",
+                doc_id=best["doc_id"], chunk_id=chunk_id, prop_id=best["prop_id"],
+                chunk_text=parent.get("text"), header=parent.get("header"),
+                section=parent.get("section"), title=doc["title"], source=doc["source"],
+                page_start=best["page_start"], page_end=best["page_end"],
+                char_start=parent.get("char_start"), char_end=parent.get("char_end"),
+                propositions=[{"prop_id": r["prop_id"], "text": r["text"], "score": r["score"]}
+                              for r in props],
+            ))
+        else:
+            doc = documents[parent["doc_id"]]
+            results.append(SearchResult(
+                text=parent["text"], score=entry["score"], level="chunk",
+                doc_id=parent["doc_id"], chunk_id=chunk_id, prop_id=None,
+                chunk_text=parent["text"], header=parent["header"], section=parent["section"],
+                title=doc["title"], source=doc["source"], page_start=parent["page_start"],
+                page_end=parent["page_end"], char_start=parent["char_start"],
+                char_end=parent["char_end"],
+                propositions=[{"prop_id": r["prop_id"], "text": r["text"], "score": r["score"]}
+                              for r in props],
+            ))
+    return results
+
+
+def _best_rank(chunk_id: str, rankings: list[dict[str, list[dict]]]) -> float:
+    """The best (lowest, from 1) position of ``chunk_id`` among rankings; inf when absent."""
+    ranks = [position for ranking in rankings
+             for position, candidate in enumerate(ranking, start=1) if candidate == chunk_id]
+    return min(ranks, default=float("inf"))
+
+
+def _fused_propositions(groups: list[list[dict]]) -> list[dict]:
+    """One chunk's propositions from each signal's ranking, fused by RRF within the chunk
+    (a vector score and a BM25 score are not comparable; ranks are)."""
+    return reciprocal_rank_fusion(groups, key=lambda r: r["prop_id"])

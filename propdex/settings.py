@@ -14,7 +14,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
-PIPELINE_VERSION = "1"
+# 2: PDF page furniture left out of the text, two-column pages in column order, legacy
+# text encodings read instead of refused.
+PIPELINE_VERSION = "2"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).
@@ -118,7 +120,10 @@ class Settings(BaseSettings):
     threshold_conciseness: int = Field(7, ge=1, le=10)
 
     # Embeddings
-    embedder: Literal["minilm", "openai"] = "minilm"
+    embedder: Literal["minilm", "openai", "e5-small"] = Field(
+        "minilm", description="minilm (local all-MiniLM-L6-v2), openai (an embeddings endpoint) "
+        "or e5-small (local 4-bit multilingual-e5-small, the 'e5' extra)."
+    )
     embed_model: str | None = Field(
         None, description="Embedding model; default all-MiniLM-L6-v2 (minilm) or text-embedding-3-small."
     )
@@ -256,6 +261,8 @@ class Settings(BaseSettings):
             return self.embed_model
         if self.embedder == "openai":
             return "text-embedding-3-small"
+        if self.embedder == "e5-small":
+            return "multilingual-e5-small-q4"
         return "all-MiniLM-L6-v2-int8" if self.embed_precision == "int8" else "all-MiniLM-L6-v2"
 
     @property

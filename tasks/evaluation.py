@@ -16,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 
 from propdex.evaluation import run
 from propdex.evaluation.report import render_markdown, write_report
+from propdex.evaluation.searches import SearchRow
 from propdex.evaluation.units import UnitSet
 from propdex.settings import Settings
 from tasks.policies import retry_transient
@@ -42,6 +43,18 @@ def embed_questions(corpus: run.Corpus, settings: Settings) -> dict[str, np.ndar
 def score_unit(corpus: run.Corpus, units: UnitSet, queries: dict[str, np.ndarray],
                ks: list[int], budgets: list[int], top_k: int) -> dict[str, run.UnitScore]:
     return run.score_unit(corpus, units, queries, ks, budgets, top_k)
+
+
+@task(name="eval-search-queries", retries=0, **STEP)
+def embed_search_queries(corpus: run.Corpus, settings: Settings) -> dict[str, np.ndarray]:
+    return run.embed_search_queries(corpus, settings)
+
+
+@task(name="eval-search", retries=0, task_run_name="eval-search-{row.level}-{row.mode}", **STEP)
+def score_search(corpus: run.Corpus, row: SearchRow, queries: dict[str, np.ndarray],
+                 ks: list[int], budgets: list[int], settings: Settings,
+                 top_k: int) -> dict[str, run.UnitScore]:
+    return run.score_search_row(corpus, row, queries, ks, budgets, settings, top_k)
 
 
 @task(name="eval-answers", retries=1, retry_delay_seconds=10,

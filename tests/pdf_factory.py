@@ -1,5 +1,5 @@
 """Write small PDFs with PyMuPDF for tests: text pages, outlines, metadata, encryption,
-blank pages and non-Latin scripts.
+blank pages, non-Latin scripts, running headers and footers, two-column pages.
 
 Text is laid out with ``insert_textbox`` so long paragraphs wrap; an explicit "\\n" in a page
 string starts a new line, which is how a test places a hyphen at a line end.
@@ -15,6 +15,10 @@ import pymupdf
 PAGE_RECT = pymupdf.paper_rect("a4")
 MARGIN = 56
 BODY_SIZE = 11
+FURNITURE_SIZE = 8
+# Baselines of running headers and footers: inside the outer 5% of the page, as printed.
+HEADER_BASELINE = 36
+FOOTER_BASELINE = PAGE_RECT.height - 30
 
 
 def text_area() -> pymupdf.Rect:
@@ -48,11 +52,15 @@ def build_pdf(
     fontsize: float = BODY_SIZE,
     heading: str | None = None,
     heading_size: float = 24,
+    header: str | None = None,
+    footer: str | None = None,
 ) -> pymupdf.Document:
     """An open in-memory document; ``heading`` is set large at the top of page 1.
 
     With ``font`` the text is written in that font (embedded); else in Helvetica. An empty
-    page string leaves the page blank."""
+    page string leaves the page blank. ``header`` and ``footer`` are printed small in the
+    top and bottom margin of every page after the body (as many producers write them);
+    ``{page}`` and ``{pages}`` in them become the page number and count."""
     doc = pymupdf.open()
     fontname = "helv"
     for number, text in enumerate(pages, start=1):
@@ -66,6 +74,10 @@ def build_pdf(
             area.y0 += heading_size
         if text:
             _write_text(page, area, text, fontname, fontsize)
+        for line, baseline in ((header, HEADER_BASELINE), (footer, FOOTER_BASELINE)):
+            if line:
+                page.insert_text((MARGIN, baseline), line.format(page=number, pages=len(pages)),
+                                 fontname=fontname, fontsize=FURNITURE_SIZE)
     if title is not None:
         doc.set_metadata({"title": title})
     if toc:
@@ -82,11 +94,14 @@ def make_pdf(
     password: str | None = None,
     font: pymupdf.Font | None = None,
     heading: str | None = None,
+    header: str | None = None,
+    footer: str | None = None,
 ) -> Path:
     """Write a PDF with one entry of ``pages`` per page; ``toc`` rows are [level, title, page];
     ``password`` encrypts it (AES-256, same user and owner password)."""
     path = Path(path)
-    doc = build_pdf(pages, title=title, toc=toc, font=font, heading=heading)
+    doc = build_pdf(pages, title=title, toc=toc, font=font, heading=heading, header=header,
+                    footer=footer)
     options: dict = {}
     if password is not None:
         options = {
@@ -126,3 +141,47 @@ def pdf_bytes(pages: Sequence[str], **kwargs) -> bytes:
     data = doc.tobytes(garbage=1)
     doc.close()
     return data
+
+
+def make_two_column_pdf(
+    path: str | Path,
+    left: Sequence[str],
+    right: Sequence[str],
+    *,
+    order: str = "lines",
+    title: str | None = None,
+    closing: str | None = None,
+) -> Path:
+    """One page with two columns of lines, ``left`` and ``right``, written into the content
+    stream in ``order``: "lines" alternates single lines across the columns (producers that
+    write a page row by row), "paragraphs" alternates paragraphs of three lines, "columns"
+    writes the left column, then the right one. ``title`` runs across the page above the
+    columns, ``closing`` below them."""
+    path = Path(path)
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    gutter_x = PAGE_RECT.width / 2 + 8
+    top = MARGIN + 40
+    pitch = BODY_SIZE * 1.3
+    if title:
+        page.insert_text((MARGIN, MARGIN + 10), title, fontsize=18)
+    placed = [((MARGIN, top + i * pitch), line) for i, line in enumerate(left)]
+    placed_right = [((gutter_x, top + i * pitch), line) for i, line in enumerate(right)]
+    if order == "lines":
+        sequence = [p for pair in zip(placed, placed_right) for p in pair]
+    elif order == "paragraphs":
+        sequence = []
+        for start in range(0, max(len(placed), len(placed_right)), 3):
+            sequence += placed[start:start + 3] + placed_right[start:start + 3]
+    elif order == "columns":
+        sequence = placed + placed_right
+    else:
+        raise ValueError(f"unknown order {order!r}")
+    for position, line in sequence:
+        page.insert_text(position, line, fontsize=BODY_SIZE)
+    if closing:
+        below = top + max(len(left), len(right)) * pitch + 2 * pitch
+        page.insert_text((MARGIN, below), closing, fontsize=BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path

@@ -25,9 +25,11 @@ from propdex.evaluation.metrics import (
 from propdex.evaluation.questions import parse_questions
 from propdex.evaluation.run import run_evaluation
 from propdex.evaluation.scoring import question_targets
+from propdex.evaluation.searches import SEARCH_ROWS
 from propdex.evaluation.sentences import sentence_spans
 from propdex.evaluation.units import load_documents
 from propdex.runtime import cache_for, embedder_for
+from propdex.search import DEFAULT_LEVEL, DEFAULT_MODE, search
 from propdex.settings import Settings
 from propdex.store import Index
 from tests.scripted_fixtures import scripted_settings
@@ -99,8 +101,13 @@ def questions_file(tmp_path) -> Path:
     return write_questions(tmp_path / "questions.jsonl", QUESTIONS)
 
 
-def by_kind(report: dict, key: str) -> dict:
-    return {unit["kind"]: unit[key] for unit in report["units"]}
+def by_kind(report: dict, key: str, kinds=None) -> dict:
+    return {unit["kind"]: unit[key] for unit in report["units"]
+            if kinds is None or unit["kind"] in kinds}
+
+
+SEARCH_KINDS = [row.kind for row in SEARCH_ROWS]
+ROW_KINDS = [*UNIT_KINDS, *SEARCH_KINDS]
 
 
 # Questions file ----------------------------------------------------------------------------
@@ -219,7 +226,37 @@ def test_a_question_about_a_document_not_indexed_is_skipped(notes_db):
 # The evaluation -----------------------------------------------------------------------------
 def test_every_unit_finds_each_distinct_topic_first(notes_db, questions_file, tmp_path):
     report = run_evaluation(questions_file, str(notes_db), tmp_path / "out")
-    assert {kind: 1.0 for kind in UNIT_KINDS} == by_kind(report, "recall@1")
+    assert {kind: 1.0 for kind in ROW_KINDS} == by_kind(report, "recall@1")
+
+
+def test_the_report_has_a_row_per_search_and_labels_the_default_one(notes_db, questions_file,
+                                                                   tmp_path):
+    report = run_evaluation(questions_file, str(notes_db), tmp_path / "out")
+    labels = by_kind(report, "label", SEARCH_KINDS)
+    assert (SEARCH_KINDS, [f"search (default: {DEFAULT_LEVEL}, {DEFAULT_MODE})"]) == (
+        list(labels), [label for label in labels.values() if "default" in label])
+
+
+@pytest.mark.parametrize("row", SEARCH_ROWS, ids=lambda row: row.kind)
+def test_a_search_row_ranks_what_the_search_function_returns(notes_db, tmp_path, row):
+    questions = write_questions(tmp_path / "q.jsonl", [QUESTIONS[1]])
+    report = run_evaluation(questions, str(notes_db), tmp_path / "out", ks=[3])
+    vector = embedder_for(Settings()).embed_query(QUESTIONS[1]["question"])
+    results = search(Index.open(str(notes_db), create=False), QUESTIONS[1]["question"],
+                     None if row.mode == "fts" else vector, level=row.level, mode=row.mode,
+                     k=5, doc_ids=["notes"])
+    assert [r.chunk_id for r in results] == \
+        report["per_question"][0]["units"][row.kind]["top_parents"]
+
+
+def test_the_default_search_is_a_row_of_report_md(notes_db, questions_file, tmp_path):
+    run_evaluation(questions_file, str(notes_db), tmp_path / "out", ks=[1], budgets=[10])
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in (tmp_path / "out" / "report.md").read_text().splitlines()
+            if line.startswith("| search (default: ")]
+    # label, units, R@1, MRR
+    assert [[f"search (default: {DEFAULT_LEVEL}, {DEFAULT_MODE})", "-", "100.0", "1.000"]] == [
+        row[:4] for row in rows]
 
 
 def test_the_units_cover_the_same_document(notes_db, questions_file, tmp_path):
@@ -246,7 +283,8 @@ def test_a_re_run_embeds_nothing_again(notes_db, questions_file, tmp_path):
     runs = [by_kind(run_evaluation(questions_file, str(notes_db), tmp_path / f"out{i}",
                                    settings=settings), "embedded") for i in range(2)]
     assert ({"chunk": 4, "chunk_header": 0, "sentence": 8, "proposition": 0},
-            {kind: 0 for kind in UNIT_KINDS}) == tuple(runs)
+            {kind: 0 for kind in UNIT_KINDS}) == tuple(
+                {kind: embedded[kind] for kind in UNIT_KINDS} for embedded in runs)
 
 
 def test_vectors_of_another_embedder_are_refused(notes_db, questions_file, tmp_path):
@@ -302,14 +340,14 @@ def test_answers_are_written_and_graded_for_every_unit_and_question(graded_run):
     report = graded_run()
     # Two units that bring back the same passages share an answer from the cache.
     info = report["answer_quality"]
-    assert (32, {kind: 4 for kind in UNIT_KINDS}) == (
+    assert (2 * 4 * len(ROW_KINDS), {kind: 4 for kind in ROW_KINDS}) == (
         info["llm_calls"] + info["cached_calls"], by_kind(report, "graded"))
 
 
 def test_answer_quality_is_each_units_mean_grade(graded_run):
     report = graded_run()
     means = {kind: np.mean([q["units"][kind]["answer_score"] for q in report["per_question"]])
-             for kind in UNIT_KINDS}
+             for kind in ROW_KINDS}
     assert means == pytest.approx(by_kind(report, "answer_quality"))
 
 

@@ -457,9 +457,8 @@ def test_markdown_with_crlf_keeps_heading_offsets(tmp_path: Path, settings: Sett
 @pytest.mark.parametrize(
     ("data", "reason"),
     [
-        (b"text with a \x00 NUL byte", "not a text file (binary content)"),
-        (b"\xff\xfe\x00\x01\x93\x8a", "not a text file (binary content)"),
-        (b"caf\xe9 latin-1", "not a text file (binary content)"),
+        (b"text with a \x00 NUL byte", "not a text file (binary content: NUL bytes)"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not a text file (binary content: PNG signature)"),
         (b"  \n\t\r\n  ", "empty document"),
     ],
 )

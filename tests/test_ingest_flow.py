@@ -51,13 +51,16 @@ QUOKKA = [
 def corpus_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("sources")
     make_pdf(folder / "lighthouse.pdf", LIGHTHOUSE, title="The Lighthouse of Alexandria",
-             toc=[[1, "Construction", 1], [1, "Destruction", 2], [1, "Height", 3]])
+             toc=[[1, "Construction", 1], [1, "Destruction", 2], [1, "Height", 3]],
+             header="Harbour Monuments Quarterly", footer="Page {page} of {pages}")
     make_pdf(folder / "quokka.pdf", QUOKKA, title="The Quokka")
+    # Saved by a Windows editor: cp1252, as many real .txt and .md files are.
     (folder / "notes.md").write_text(
         "# Field notes on Rottnest Island\n\nRottnest Island lies 18 kilometres west of "
-        "Fremantle. The island was named by the Dutch captain Willem de Vlamingh in 1696.\n\n"
+        "Fremantle. The island was named by the Dutch captain Willem de Vlamingh in 1696; "
+        "French charts call it Île Rottnest.\n\n"
         "## Transport\n\nFerries run to the island from Perth and Fremantle every day.\n",
-        encoding="utf-8",
+        encoding="cp1252",
     )
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 50)
     return folder
@@ -83,6 +86,27 @@ def test_every_readable_document_is_indexed(ingested):
 
     assert {"lighthouse.pdf": "indexed", "quokka.pdf": "indexed", "notes.md": "indexed",
             "broken.pdf": "failed"} == statuses
+
+
+def test_documents_record_encoding_and_page_furniture(ingested):
+    rows = {Path(r["source"]).name: (r["encoding"], r["furniture_removed"])
+            for r in ingested["tables"]["documents"] if r["status"] == "indexed"}
+
+    # lighthouse.pdf: a running header and a "Page n of 3" footer on each of its 3 pages.
+    assert {"lighthouse.pdf": (None, 6), "quokka.pdf": (None, 0), "notes.md": ("cp1252", None)} == rows
+
+
+def test_page_furniture_is_not_in_any_chunk(ingested):
+    texts = [c["text"] for c in ingested["tables"]["chunks"]]
+
+    assert [] == [t for t in texts if "Harbour Monuments Quarterly" in t or "Page 2 of 3" in t]
+
+
+def test_run_summary_names_the_legacy_encoding(ingested):
+    encodings = {Path(d["source"]).name: d["encoding"] for d in ingested["summary"]["documents"]
+                 if d["status"] == "indexed"}
+
+    assert {"lighthouse.pdf": None, "quokka.pdf": None, "notes.md": "cp1252"} == encodings
 
 
 def test_broken_file_records_its_reason(ingested):

@@ -56,8 +56,8 @@ def test_prompt_versions_name_every_rule_set(backend):
     expected = {
         "title": "offline-title-v2",
         "summary": "offline-summary-v2",
-        "propositions": "offline-propositions-v1",
-        "grading": "offline-grading-v1",
+        "propositions": "offline-propositions-v2",
+        "grading": "offline-grading-v2",
     }
     assert expected == backend.prompt_versions()
 
@@ -172,21 +172,23 @@ def test_propositions_replace_a_leading_pronoun_with_the_previous_subject(backen
 @pytest.mark.parametrize(
     ("sentence", "expected"),
     [
-        (
-            "We train the model on four languages.",
-            "The authors of 'Sparse Routing' train the model on four languages.",
-        ),
+        ("We train the model on four languages.", "The authors train the model on four languages."),
         (
             "This paper describes a routing method for experts.",
             "The paper 'Sparse Routing' describes a routing method for experts.",
         ),
         (
             "In this paper, we describe a routing method for experts.",
-            "The authors of 'Sparse Routing' describe a routing method for experts.",
+            "The authors describe a routing method for experts.",
+        ),
+        ("Our router uses two experts per token.", "The authors' router uses two experts per token."),
+        (
+            "To train it, we use four languages and our own tokenizer.",
+            "To train it, the authors use four languages and the authors' own tokenizer.",
         ),
     ],
 )
-def test_propositions_name_the_authors_of_the_titled_paper(backend, sentence, expected):
+def test_propositions_name_the_authors_without_repeating_the_title(backend, sentence, expected):
     assert [expected] == backend.propositions(sentence, title="Sparse Routing", section=None).value
 
 
@@ -251,11 +253,37 @@ def test_propositions_respect_max_propositions():
     assert expected == backend.propositions(chunk, title="Rain", section=None).value
 
 
-def test_propositions_fill_up_to_min_propositions_with_cut_sentences_as_found(backend):
-    # Both sentences are cut by the chunk's edges; the first fills the one required slot.
-    chunk = "the port opened in 1890 and grew quickly. The harbour authority dredged the main"
-    expected = ["the port opened in 1890 and grew quickly."]
+def test_propositions_keep_the_pieces_the_chunk_edges_cut_as_found(backend):
+    # The chunker cut a sentence at each edge: their facts are in no other proposition.
+    chunk = ("the port opened in 1890 and grew quickly. The town built a second quay in 1910. "
+             "The harbour authority dredged the main")
+    expected = ["the port opened in 1890 and grew quickly.", "The town built a second quay in 1910.",
+                "The harbour authority dredged the main"]
     assert expected == backend.propositions(chunk, title="Harbour", section=None).value
+
+
+@pytest.mark.parametrize("furniture", ["", "\n12", "\n12\n\nHarbour History"])
+def test_propositions_join_a_sentence_a_page_break_splits(backend, furniture):
+    chunk = f"The harbour authority dredged the main\n{furniture}\n\nchannel to nine metres in 1912."
+    expected = ["The harbour authority dredged the main channel to nine metres in 1912."]
+    assert expected == backend.propositions(chunk, title="Harbour History", section=None).value
+
+
+def test_a_four_letter_past_tense_is_a_verb(backend):
+    chunk = "We used beam search with a beam size of 4."
+    expected = ["The authors used beam search with a beam size of 4."]
+    assert expected == backend.propositions(chunk, title="Decoding", section=None).value
+
+
+def test_a_long_source_sentence_is_not_rejected_for_its_length(backend):
+    sentence = ("The Eiffel Tower, which was built in 1889 for the World's Fair in Paris by the "
+                "company of Gustave Eiffel after a design competition that drew more than one "
+                "hundred entries from engineers and architects across France and the rest of "
+                "Europe, stood as the tallest structure in the world for about forty years "
+                "until 1930.")
+    chunk = TOWER_CHUNK + " " + sentence
+    [scores] = backend.grade(chunk, [sentence], title="Landmarks", section=None).value
+    assert (True, 8) == (scores.passes(Settings().thresholds()), scores.conciseness)
 
 
 def test_propositions_of_a_reference_list_are_empty(backend):

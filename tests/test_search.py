@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from propdex.search import RRF_K, reciprocal_rank_fusion, search
+from propdex.search import DEFAULT_LEVEL, DEFAULT_MODE, RRF_K, reciprocal_rank_fusion, search
 from propdex.store import Index
 from tests.store_rows import DIM, axis, make_version, unit
 
@@ -56,7 +56,7 @@ def ids(results) -> list[str]:
 
 # Levels ---------------------------------------------------------------------------------
 def test_proposition_hits_are_grouped_by_parent_and_scored_by_the_best(index):
-    results = search(index, "owls", axis(0), level="propositions", k=2)
+    results = search(index, "owls", axis(0), mode="vector", level="propositions", k=2)
     first = results[0]
     assert (
         ["alpha:c0", "beta:c0"], ["alpha:c0:p0", "alpha:c0:p1"], "Owls hunt at night.",
@@ -68,7 +68,7 @@ def test_proposition_hits_are_grouped_by_parent_and_scored_by_the_best(index):
 
 
 def test_a_proposition_hit_carries_its_parent_chunk_and_citation(index):
-    hit = search(index, "owls", axis(0), level="propositions", k=1)[0].to_dict()
+    hit = search(index, "owls", axis(0), mode="vector", level="propositions", k=1)[0].to_dict()
     assert {
         "level": "proposition", "doc_id": "alpha", "prop_id": "alpha:c0:p0",
         "chunk_text": "Owls hunt small mammals at night.", "header": "Alpha Report / part 0",
@@ -80,7 +80,7 @@ def test_a_proposition_hit_carries_its_parent_chunk_and_citation(index):
 
 
 def test_rejected_propositions_are_never_returned(index):
-    results = search(index, "dig", axis(3), level="propositions", k=10)
+    results = search(index, "dig", axis(3), mode="vector", level="propositions", k=10)
     returned = {p["prop_id"] for r in results for p in r.propositions}
     assert ("alpha:c1:p1" in returned, len(returned)) == (False, 7)
 
@@ -88,32 +88,74 @@ def test_rejected_propositions_are_never_returned(index):
 def test_chunk_scores_are_cosine_similarities(index):
     query = unit([1.0, 0.5, 0, 0, 0, 0, 0, 0])
     vectors = {c["chunk_id"]: c["vector"] for c in alpha().chunks + beta().chunks}
-    results = search(index, "", query, level="chunks", k=10)
+    results = search(index, "", query, mode="vector", level="chunks", k=10)
     expected = {chunk_id: pytest.approx(float(query @ v), abs=1e-5)
                 for chunk_id, v in vectors.items()}
     assert expected == {r.chunk_id: r.score for r in results}
 
 
 def test_chunk_hits_have_no_proposition_and_their_own_text(index):
-    hit = search(index, "", axis(4), level="chunks", k=1)[0]
+    hit = search(index, "", axis(4), mode="vector", level="chunks", k=1)[0]
     assert ("chunk", None, "Zebras graze on the savanna grass.", [], "beta:c1") == (
         hit.level, hit.prop_id, hit.chunk_text, hit.propositions, hit.chunk_id)
 
 
-def test_both_levels_merge_by_score_with_one_result_per_chunk(index):
+def rrf(*rankings: list[str]) -> dict[str, float]:
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, chunk_id in enumerate(ranking, start=1):
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1 / (RRF_K + rank)
+    return fused
+
+
+def test_both_levels_fuse_the_chunk_rankings_of_propositions_and_chunks(index):
     query = unit([1.0, 0.6, 0.3, 0, 0, 0, 0, 0])
-    props = search(index, "", query, level="propositions", k=3)
-    chunks = search(index, "", query, level="chunks", k=3)
-    best: dict[str, object] = {}
-    for r in sorted(props + chunks, key=lambda r: -r.score):
-        best.setdefault(r.chunk_id, r)
-    expected = [(r.chunk_id, r.level) for r in list(best.values())[:3]]
-    both = search(index, "", query, level="both", k=3)
-    assert expected == [(r.chunk_id, r.level) for r in both]
+    props = ids(search(index, "", query, level="propositions", mode="vector", k=4))
+    chunks = ids(search(index, "", query, level="chunks", mode="vector", k=4))
+    expected = rrf(props, chunks)
+    both = search(index, "", query, level="both", mode="vector", k=4)
+    assert (sorted(expected, key=lambda c: -expected[c]), pytest.approx(expected)) == (
+        ids(both), {r.chunk_id: r.score for r in both})
+
+
+def test_hybrid_both_fuses_four_rankings(index):
+    query = unit([0.2, 0.1, 0.1, 0, 1.0, 0, 0, 0])
+    rankings = [ids(search(index, "owls honey", query if mode == "vector" else None,
+                           level=level, mode=mode, k=4))
+                for level in ("propositions", "chunks") for mode in ("vector", "fts")]
+    expected = rrf(*rankings)
+    both = search(index, "owls honey", query, level="both", mode="hybrid", k=4)
+    assert (sorted(expected, key=lambda c: -expected[c]), pytest.approx(expected)) == (
+        ids(both), {r.chunk_id: r.score for r in both})
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # Its propositions rank alpha:c0 first: the hit shows the best proposition.
+    (axis(0), ("alpha:c0", "proposition", "Owls hunt at night.", "alpha:c0:p0")),
+    # Only the chunk vector leans towards 6 (alpha:c1's propositions do not): the hit
+    # shows the chunk's text.
+    (axis(6, 0.3, 7), ("alpha:c1", "chunk", "Foxes dig dens in sandy soil.", None)),
+])
+def test_a_fused_hit_shows_the_unit_that_ranked_its_chunk_best(index, query, expected):
+    hit = search(index, "", query, level="both", mode="vector", k=1)[0]
+    assert expected == (hit.chunk_id, hit.level, hit.text, hit.prop_id)
+
+
+def test_a_fused_hit_cites_its_parent_chunk_and_lists_its_propositions(index):
+    hit = search(index, "", axis(2), level="both", mode="vector", k=1)[0]
+    assert ("beta:c0", "Bees make honey from nectar.", 0, ["beta:c0:p0", "beta:c0:p1"]) == (
+        hit.chunk_id, hit.chunk_text, hit.char_start, [p["prop_id"] for p in hit.propositions])
+
+
+def test_an_unspecified_level_and_mode_is_the_default_search(index):
+    query = unit([0.2, 0.1, 0.1, 0, 1.0, 0, 0, 0])
+    explicit = search(index, "owls honey", query, level=DEFAULT_LEVEL, mode=DEFAULT_MODE, k=4)
+    assert [r.to_dict() for r in explicit] == [
+        r.to_dict() for r in search(index, "owls honey", query, k=4)]
 
 
 def test_k_larger_than_the_index_returns_every_live_chunk(index):
-    assert 4 == len(search(index, "", axis(0), level="chunks", k=50))
+    assert 4 == len(search(index, "", axis(0), mode="vector", level="chunks", k=50))
 
 
 # Modes ----------------------------------------------------------------------------------
@@ -166,7 +208,7 @@ def test_vector_search_without_a_vector_is_refused(index):
     ({"doc_ids": []}, set()),
 ])
 def test_filters_restrict_results_to_the_matching_documents(index, filters, expected_docs):
-    results = search(index, "", axis(0), level="both", k=10, **filters)
+    results = search(index, "", axis(0), mode="vector", level="both", k=10, **filters)
     assert expected_docs == {r.doc_id for r in results}
 
 
@@ -178,7 +220,7 @@ def test_uncommitted_rows_are_never_returned(tmp_path):
                          source=ALPHA_SOURCE, chunk_vectors={0: axis(5)},
                          prop_vectors={(0, 0): axis(5), (0, 1): axis(5)})
     index._append_rows(index.prepare_replacement(*newer.rows))
-    texts = {r.chunk_text for r in search(index, "", axis(5), level="both", k=10)}
+    texts = {r.chunk_text for r in search(index, "", axis(5), mode="vector", level="both", k=10)}
     assert {"Owls hunt small mammals at night.", "Foxes dig dens in sandy soil."} == texts
 
 
@@ -193,7 +235,7 @@ def test_stale_rows_crowding_the_top_do_not_hide_live_ones(tmp_path, level):
                          chunk_vectors={i: axis(0) for i in range(80)},
                          prop_vectors={(i, j): axis(0) for i in range(80) for j in range(2)})
     index._append_rows(index.prepare_replacement(*stale.rows))
-    results = search(index, "", axis(0), level=level, k=1)
+    results = search(index, "", axis(0), mode="vector", level=level, k=1)
     assert ["The one live paragraph."] == [r.chunk_text for r in results]
 
 

@@ -480,12 +480,14 @@ def _vector_index_names(index, table: str) -> list[str]:
     return [i.name for i in index.table(table).list_indices() if "vector" in i.columns]
 
 
-def test_optimize_indexes_chunk_ids_once(index):
+@pytest.mark.parametrize(("table", "column", "kind"), [
+    (CHUNKS, "chunk_id", "BTree"), (PROPOSITIONS, "passed", "Bitmap")])
+def test_optimize_builds_the_scalar_indexes_of_search_filters_once(index, table, column, kind):
     index.replace_document(*make_version("a", "r1", ["One.", "Two."]).rows)
-    first, second = index.optimize()[CHUNKS], index.optimize()[CHUNKS]
-    assert ("optimized, built the chunk_id index", "optimized", ["BTree"]) == (
-        first, second, [i.index_type for i in index.table(CHUNKS).list_indices()
-                        if i.columns == ["chunk_id"]])
+    first, second = index.optimize()[table], index.optimize()[table]
+    assert (f"optimized, built the {column} index", "optimized", [kind]) == (
+        first, second, [i.index_type for i in index.table(table).list_indices()
+                        if i.columns == [column]])
 
 
 def test_vector_index_is_retrained_once_the_table_has_grown_fourfold(index):

@@ -15,6 +15,8 @@ def make_embedder(settings: Settings) -> Embedder:
         from propdex.embed.openai_embed import OpenAIEmbedder
 
         return OpenAIEmbedder(settings)
+    if settings.embedder == "e5-small":
+        return _e5_small()
     if settings.embed_runtime == "torch":
         return _minilm_torch(settings.embed_batch_size)
     return _minilm_onnx(settings.onnx_path, settings.embed_precision, settings.embed_threads)
@@ -33,6 +35,13 @@ def _minilm_onnx(onnx_dir: Path, precision: str, threads: int) -> Embedder:
     from propdex.embed.onnx_minilm import OnnxMiniLMEmbedder
 
     return OnnxMiniLMEmbedder(onnx_dir, precision, threads)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1)
+def _e5_small() -> Embedder:
+    from propdex.embed.e5_small import E5SmallEmbedder
+
+    return E5SmallEmbedder()
 
 
 __all__ = ["Embedder", "make_embedder"]

@@ -13,6 +13,7 @@ from propdex.evaluation.answers import GradedAnswer
 from propdex.evaluation.errors import EvaluationError
 from propdex.evaluation.metrics import mean
 from propdex.evaluation.scoring import Target, Targets, UnitScore
+from propdex.evaluation.searches import SearchRow
 from propdex.evaluation.units import UNIT_LABELS, EvalDocument, UnitSet
 
 PLOT_BUDGETS = (50, 100, 200, 300, 500)
@@ -44,9 +45,24 @@ def require_matplotlib() -> None:
 def unit_summary(units: UnitSet, scores: dict[str, UnitScore], ks: Sequence[int],
                  budgets: Sequence[int], top_k: int,
                  grades: dict[str, GradedAnswer] | None) -> dict[str, Any]:
+    row = {"kind": units.kind, "label": UNIT_LABELS[units.kind], "units": len(units),
+           "embedded": units.computed}
+    return _summary(row, scores, ks, budgets, top_k, grades)
+
+
+def search_summary(search: SearchRow, scores: dict[str, UnitScore], ks: Sequence[int],
+                   budgets: Sequence[int], top_k: int,
+                   grades: dict[str, GradedAnswer] | None) -> dict[str, Any]:
+    row = {"kind": search.kind, "label": search.label, "level": search.level,
+           "mode": search.mode, "default": search.default, "units": None, "embedded": 0}
+    return _summary(row, scores, ks, budgets, top_k, grades)
+
+
+def _summary(row: dict[str, Any], scores: dict[str, UnitScore], ks: Sequence[int],
+             budgets: Sequence[int], top_k: int,
+             grades: dict[str, GradedAnswer] | None) -> dict[str, Any]:
     values = list(scores.values())
-    summary: dict[str, Any] = {"kind": units.kind, "label": UNIT_LABELS[units.kind],
-                               "units": len(units), "embedded": units.computed}
+    summary = dict(row)
     for k in ks:
         summary[recall_key(k)] = mean(float(s.recall[k]) for s in values)
     summary["mrr"] = mean(s.reciprocal_rank for s in values)
@@ -66,12 +82,19 @@ def build_report(*, questions_file: str, db: str, embed_model: str, total_questi
                  scores: dict[str, dict[str, UnitScore]], ks: Sequence[int],
                  budgets: Sequence[int], top_k: int,
                  grades: dict[str, dict[str, GradedAnswer]] | None = None,
-                 answer_quality: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the run measured, as JSON-ready data (report.json holds exactly this)."""
+                 answer_quality: dict[str, Any] | None = None,
+                 searches: Sequence[SearchRow] = ()) -> dict[str, Any]:
+    """Everything the run measured, as JSON-ready data (report.json holds exactly this).
+    ``scores`` holds the units' and the searches' scores (by ``kind``)."""
     measured = plot_budgets(budgets)
-    kinds = list(unit_sets)
-    units = [unit_summary(unit_sets[kind], scores[kind], ks, measured, top_k,
-                          grades.get(kind) if grades is not None else None) for kind in kinds]
+
+    def graded(kind: str) -> dict[str, GradedAnswer] | None:
+        return grades.get(kind) if grades is not None else None
+
+    units = [unit_summary(unit_sets[kind], scores[kind], ks, measured, top_k, graded(kind))
+             for kind in unit_sets]
+    units += [search_summary(row, scores[row.kind], ks, measured, top_k, graded(row.kind))
+              for row in searches]
     return {
         "questions_file": questions_file,
         "db": db,
@@ -164,7 +187,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         _row(["---"] * len(header)),
     ]
     for unit in report["units"]:
-        cells = [unit["label"], str(unit["units"])]
+        cells = [unit["label"], "-" if unit["units"] is None else str(unit["units"])]
         cells += [_percent(unit[recall_key(k)]) for k in ks]
         cells.append(f"{unit['mrr']:.3f}")
         cells += [_percent(unit[budget_key(b)]) for b in budgets]
@@ -182,6 +205,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"questions whose answer or an evidence span occurs in the first l words of the "
         f"retrieved units' own text (Dense X §6.2). words: mean words in the top {top_k} units.",
     ]
+    if any(u["units"] is None for u in report["units"]):
+        lines += [
+            "",
+            f"search rows: `propdex.search.search` (what `propdex search` and the service run) "
+            f"with each level and mode, k = {max(ks)} per question over the question's "
+            f"documents; R@k and MRR over its results, A@l over the results' own text (the "
+            f"proposition of a proposition hit, the chunk of a chunk hit), within those "
+            f"{max(ks)} results. The row marked default is what runs when no level or mode "
+            f"is given.",
+        ]
     if report["by_source"]:
         k = report["by_source"][0]["k"]
         kinds = [u["kind"] for u in report["units"]]
@@ -193,11 +226,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(_row([row["source"], str(row["questions"])] + [
                 f"{_percent(row['units'][kind][recall_key(k)])} / {row['units'][kind]['mrr']:.3f}"
                 for kind in kinds]))
-    lines += ["", "## Documents", "", _row(["source", "title"] + [u["label"] for u in report["units"]]),
-              _row(["---"] * (2 + len(report["units"])))]
+    unit_rows = [u for u in report["units"] if u["units"] is not None]
+    lines += ["", "## Documents", "", _row(["source", "title"] + [u["label"] for u in unit_rows]),
+              _row(["---"] * (2 + len(unit_rows)))]
     for doc in report["documents"]:
         lines.append(_row([Path(doc["source"]).name, doc["title"] or ""]
-                          + [str(doc["units"][u["kind"]]) for u in report["units"]]))
+                          + [str(doc["units"][u["kind"]]) for u in unit_rows]))
     if report["answer_quality"]:
         info = report["answer_quality"]
         lines += ["", "## Answer quality", "",
@@ -230,19 +264,24 @@ def plot_recall(report: dict[str, Any], path: Path) -> None:
     from matplotlib.figure import Figure
 
     budgets = report["plot_budgets"]
-    figure = Figure(figsize=(6.4, 4.4), dpi=150)
+    figure = Figure(figsize=(9.6, 4.8), dpi=150)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for unit, marker in zip(report["units"], "osD^v<>"):
-        axes.plot(budgets, [100 * unit[budget_key(b)] for b in budgets], marker=marker,
-                  label=unit["label"])
+    markers = "osD^v<>ph*Xd8P"
+    for number, unit in enumerate(report["units"]):
+        # Units solid, searches dashed; the default search stands out.
+        style = "-" if unit["units"] is not None else "--"
+        axes.plot(budgets, [100 * unit[budget_key(b)] for b in budgets],
+                  marker=markers[number % len(markers)], linestyle=style,
+                  linewidth=2.5 if unit.get("default") else 1.2, label=unit["label"])
     axes.set_xlabel("number of retrieved words (l)")
     axes.set_ylabel("answer recall within l words (%)")
     axes.set_title(f"Answer recall vs. word budget ({report['evaluated']} questions)")
     axes.set_xticks(budgets)
     axes.set_ylim(0, 100)
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="lower right")
+    # Beside the axes: with the search rows there are too many lines to cover the plot.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
     figure.tight_layout()
     figure.savefig(path)
 

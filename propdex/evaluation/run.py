@@ -21,6 +21,12 @@ from propdex.evaluation.errors import EvaluationError
 from propdex.evaluation.questions import Question, load_questions
 from propdex.evaluation.report import build_report, plot_budgets, require_matplotlib, write_report
 from propdex.evaluation.scoring import Targets, UnitScore, question_targets, score_units
+from propdex.evaluation.searches import (
+    SEARCH_ROWS,
+    SearchRow,
+    score_search,
+    search_query_vectors,
+)
 from propdex.evaluation.units import (
     UNIT_KINDS,
     EvalDocument,
@@ -100,6 +106,18 @@ def embed_questions(corpus: Corpus, settings: Settings) -> dict[str, np.ndarray]
     return {q.id: vector for q, vector in zip(questions, normalise_rows(vectors))}
 
 
+def embed_search_queries(corpus: Corpus, settings: Settings) -> dict[str, np.ndarray]:
+    return search_query_vectors(corpus.targets.targets, embedder_for(settings))
+
+
+def score_search_row(corpus: Corpus, row: SearchRow, queries: dict[str, np.ndarray],
+                     ks: Sequence[int], budgets: Sequence[int], settings: Settings,
+                     top_k: int = TOP_K) -> dict[str, UnitScore]:
+    index = Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
+    return score_search(index, row, corpus.targets.targets, queries, list(ks),
+                        plot_budgets(budgets), top_k)
+
+
 def score_unit(corpus: Corpus, units: UnitSet, queries: dict[str, np.ndarray],
                ks: Sequence[int], budgets: Sequence[int], top_k: int = TOP_K,
                ) -> dict[str, UnitScore]:
@@ -135,20 +153,23 @@ def grade_answers(corpus: Corpus, scores: Scores, settings: Settings,
 def assemble_report(corpus: Corpus, settings: Settings, unit_sets: dict[str, UnitSet],
                     scores: Scores, ks: Sequence[int], budgets: Sequence[int],
                     top_k: int = TOP_K, grades: Grades | None = None,
-                    answer_info: dict[str, Any] | None = None) -> dict[str, Any]:
+                    answer_info: dict[str, Any] | None = None,
+                    searches: Sequence[SearchRow] = SEARCH_ROWS) -> dict[str, Any]:
     return build_report(
         questions_file=corpus.questions_file, db=settings.db_uri,
         embed_model=embedder_for(settings).name, total_questions=corpus.total_questions,
         documents=corpus.documents, targets=corpus.targets, unit_sets=unit_sets, scores=scores,
-        ks=ks, budgets=budgets, top_k=top_k, grades=grades, answer_quality=answer_info)
+        ks=ks, budgets=budgets, top_k=top_k, grades=grades, answer_quality=answer_info,
+        searches=searches)
 
 
 def run_evaluation(questions_path: str | Path, db: str, out: str | Path, *,
                    answer_quality: bool = False, ks: Sequence[int] = DEFAULT_KS,
                    budgets: Sequence[int] = DEFAULT_BUDGETS, top_k: int = TOP_K,
                    settings: Settings | None = None) -> dict[str, Any]:
-    """Compare the four retrieval units on the questions without Prefect; write report.md,
-    report.json and recall.png into ``out`` and return the report (with ``files``)."""
+    """Compare the four retrieval units and the product's searches on the questions without
+    Prefect; write report.md, report.json and recall.png into ``out`` and return the report
+    (with ``files``)."""
     settings, ks, budgets = prepare(db, ks, budgets, answer_quality=answer_quality,
                                     settings=settings)
     corpus = open_corpus(questions_path, settings)
@@ -156,6 +177,10 @@ def run_evaluation(questions_path: str | Path, db: str, out: str | Path, *,
     queries = embed_questions(corpus, settings)
     scores = {kind: score_unit(corpus, units, queries, ks, budgets, top_k)
               for kind, units in unit_sets.items()}
+    search_queries = embed_search_queries(corpus, settings)
+    for row in SEARCH_ROWS:
+        scores[row.kind] = score_search_row(corpus, row, search_queries, ks, budgets, settings,
+                                            top_k)
     grades, info = grade_answers(corpus, scores, settings) if answer_quality else (None, None)
     report = assemble_report(corpus, settings, unit_sets, scores, ks, budgets, top_k,
                              grades, info)

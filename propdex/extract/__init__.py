@@ -60,6 +60,7 @@ def extract_document(path: str | os.PathLike[str], settings: Settings) -> Extrac
             sections=pdf.sections,
             page_count=pdf.page_count,
             ocr=pdf.ocr,
+            furniture_removed=pdf.furniture_removed,
         )
 
     data = _read_or_fail(source, file_path.read_bytes)
@@ -78,6 +79,7 @@ def extract_document(path: str | os.PathLike[str], settings: Settings) -> Extrac
         title_hint=content.title_hint,
         sections=content.sections,
         page_count=1,
+        encoding=content.encoding,
     )
 
 

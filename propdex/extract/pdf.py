@@ -21,7 +21,10 @@ from propdex.errors import (
     ExtractionError,
     NoTextLayerError,
 )
+from propdex.extract.furniture import PageLines, find_furniture, page_text
+from propdex.extract.layout import page_blocks
 from propdex.extract.normalise import expand_ligatures, non_space_length, normalise_pdf_text
+from propdex.extract.signatures import NOT_PDF_SIGNATURES, binary_signature
 from propdex.models import PageSpan, SectionHint
 from propdex.settings import Settings
 
@@ -42,17 +45,6 @@ OCR_LANGUAGE = "eng"
 # extracts documents from worker threads; whoever else calls PyMuPDF should hold this lock.
 PYMUPDF_LOCK = threading.RLock()
 
-_SIGNATURES = (
-    (b"\x89PNG\r\n\x1a\n", "PNG"),
-    (b"\xff\xd8\xff", "JPEG"),
-    (b"GIF8", "GIF"),
-    (b"II*\x00", "TIFF"),
-    (b"MM\x00*", "TIFF"),
-    (b"PK\x03\x04", "ZIP"),
-    (b"\xd0\xcf\x11\xe0", "OLE (old Office)"),
-    (b"{\\rtf", "RTF"),
-    (b"%!PS", "PostScript"),
-)
 _HEADER_WINDOW = 1024  # the PDF spec tolerates bytes before %PDF- within the first 1 KB
 _EOF_WINDOW = 4096
 
@@ -73,6 +65,7 @@ class PdfContent:
     sections: list[SectionHint]
     page_count: int
     ocr: bool
+    furniture_removed: int = 0  # running header, footer and page-number lines left out
 
 
 def extract_pdf(path: Path, source: str, settings: Settings) -> PdfContent:
@@ -91,9 +84,9 @@ def _check_signature(path: Path, source: str) -> None:
         head = fh.read(_HEADER_WINDOW)
     if b"%PDF-" in head:
         return
-    for signature, name in _SIGNATURES:
-        if head.startswith(signature):
-            raise ExtractionError(source, f"not a PDF (starts with {name} signature)")
+    name = binary_signature(head, NOT_PDF_SIGNATURES)
+    if name is not None:
+        raise ExtractionError(source, f"not a PDF (starts with {name} signature)")
     try:
         # Incremental: the 1 KB window may end inside a multi-byte character.
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
@@ -152,44 +145,58 @@ def _has_eof_marker(path: Path) -> bool:
 
 
 def _read(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
-    page_texts: list[str] = []
+    layouts: list[PageLines] = []
     title = _metadata_title(doc)
     for index in range(doc.page_count):
         try:
             page = doc.load_page(index)
+            # One text page serves the text, the bounding boxes and the title's font sizes.
+            textpage = page.get_textpage(flags=TEXT_FLAGS)
             if index == 0 and title is None:
-                # One text page serves both the text and the font sizes for the title.
-                textpage = page.get_textpage(flags=TEXT_FLAGS)
-                raw = textpage.extractText()
                 title = _first_page_title(textpage.extractDICT())
-            else:
-                raw = page.get_text("text", flags=TEXT_FLAGS)
+            layouts.append(_page_lines(page, textpage))
         except Exception as exc:  # a damaged page object or content stream
             reason = _pymupdf_reason(exc, path)
             raise ExtractionError(source, f"corrupt PDF: page {index + 1}: {reason}") from None
-        page_texts.append(normalise_pdf_text(raw))
+    page_texts, furniture_removed = _page_texts(layouts)
 
     ocr = False
     if sum(non_space_length(t) for t in page_texts) < MIN_TEXT_CHARS:
         if not tesseract_available():
             raise NoTextLayerError(source, "no text layer")
-        page_texts = _ocr_pages(doc, path, source)
+        page_texts, furniture_removed = _page_texts(_ocr_pages(doc, path, source))
         ocr = True
         if sum(non_space_length(t) for t in page_texts) < MIN_TEXT_CHARS:
             raise NoTextLayerError(source, "no text layer (OCR found no text)")
 
     text, pages = join_pages(page_texts)
     sections = _toc_sections(doc, text, pages)
-    return PdfContent(text, pages, title, sections, doc.page_count, ocr)
+    return PdfContent(text, pages, title, sections, doc.page_count, ocr, furniture_removed)
+
+
+def _page_lines(page: pymupdf.Page, textpage: pymupdf.TextPage) -> PageLines:
+    return PageLines(height=page.rect.height, top=page.rect.y0, blocks=page_blocks(textpage))
+
+
+def _page_texts(layouts: list[PageLines]) -> tuple[list[str], int]:
+    """Each page's normalised text without its furniture, and how many lines that was.
+    Furniture goes before normalisation: a header line never joins the body's first line
+    through dehyphenation or whitespace tidying."""
+    furniture = find_furniture(layouts)
+    texts = [
+        normalise_pdf_text(page_text(layout.blocks, removed))
+        for layout, removed in zip(layouts, furniture)
+    ]
+    return texts, sum(map(len, furniture))
 
 
 def join_pages(page_texts: list[str]) -> tuple[str, list[PageSpan]]:
     """Join page texts with PAGE_SEPARATOR; each span slices exactly its page's text."""
     pages: list[PageSpan] = []
     offset = 0
-    for number, page_text in enumerate(page_texts, start=1):
-        pages.append(PageSpan(page=number, start=offset, end=offset + len(page_text)))
-        offset += len(page_text) + len(PAGE_SEPARATOR)
+    for number, text in enumerate(page_texts, start=1):
+        pages.append(PageSpan(page=number, start=offset, end=offset + len(text)))
+        offset += len(text) + len(PAGE_SEPARATOR)
     return PAGE_SEPARATOR.join(page_texts), pages
 
 
@@ -204,20 +211,21 @@ def tesseract_available() -> bool:
     return (Path(tessdata) / f"{OCR_LANGUAGE}.traineddata").is_file()
 
 
-def _ocr_pages(doc: pymupdf.Document, path: Path, source: str) -> list[str]:
+def _ocr_pages(doc: pymupdf.Document, path: Path, source: str) -> list[PageLines]:
     # Every page, not only the empty ones: a scan often carries a stamped page number or
     # header as real text, which is exactly the "tiny text" that sent us here.
-    page_texts = []
+    layouts = []
     for index in range(doc.page_count):
         try:
-            textpage = doc.load_page(index).get_textpage_ocr(
+            page = doc.load_page(index)
+            textpage = page.get_textpage_ocr(
                 flags=TEXT_FLAGS, language=OCR_LANGUAGE, dpi=300, full=True
             )
-            page_texts.append(normalise_pdf_text(textpage.extractText()))
+            layouts.append(_page_lines(page, textpage))
         except Exception as exc:
             reason = _pymupdf_reason(exc, path)
             raise ExtractionError(source, f"OCR failed: page {index + 1}: {reason}") from None
-    return page_texts
+    return layouts
 
 
 def _metadata_title(doc: pymupdf.Document) -> str | None:

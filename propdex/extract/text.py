@@ -1,4 +1,5 @@
-"""Plain text and Markdown files: one page, whitespace tidied, Markdown headings as sections."""
+"""Plain text and Markdown files: decoded (see ``encoding``), one page, whitespace tidied,
+Markdown headings as sections."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from markdown_it import MarkdownIt
 
 from propdex.errors import ExtractionError
+from propdex.extract.encoding import UTF8, decode_bytes
 from propdex.extract.normalise import tidy_whitespace
 from propdex.models import SectionHint
 
@@ -18,33 +20,30 @@ _MARKDOWN = MarkdownIt("zero").enable(["heading", "lheading", "fence", "code"])
 @dataclass
 class TextContent:
     text: str
+    encoding: str = UTF8
     title_hint: str | None = None
     sections: list[SectionHint] = field(default_factory=list)
 
 
-def decode_text(data: bytes, source: str) -> str:
-    """UTF-8 text of a file (a BOM is dropped), tidied; binary or empty content is refused."""
-    if b"\x00" in data:
-        raise ExtractionError(source, "not a text file (binary content)")
-    try:
-        raw = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ExtractionError(source, "not a text file (binary content)") from None
-    text = tidy_whitespace(raw)
+def decode_text(data: bytes, source: str) -> tuple[str, str]:
+    """The tidied text of a file and the encoding it was read in; binary or empty content
+    is refused."""
+    decoded = decode_bytes(data, source)
+    text = tidy_whitespace(decoded.text)
     if not text:
         raise ExtractionError(source, "empty document")
-    return text
+    return text, decoded.encoding
 
 
 def extract_plain_text(data: bytes, source: str) -> TextContent:
-    return TextContent(decode_text(data, source))
+    return TextContent(*decode_text(data, source))
 
 
 def extract_markdown(data: bytes, source: str) -> TextContent:
-    text = decode_text(data, source)
+    text, encoding = decode_text(data, source)
     sections = markdown_sections(text)
     title = next((s.title for s in sections if s.level == 1), None)
-    return TextContent(text, title, sections)
+    return TextContent(text, encoding, title, sections)
 
 
 def markdown_sections(text: str) -> list[SectionHint]:

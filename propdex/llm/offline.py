@@ -18,18 +18,18 @@ summary (offline-summary-v2)
     else the first informative sentence once front matter (title lines, authors, e-mails,
     affiliations, ids, dates, copyright, keywords, contents) is skipped. Segmented with
     pysbd on the first 6,000 characters only; "We ..." becomes "The authors ...".
-propositions (offline-propositions-v1)
-    pysbd sentences minus fragments (chunk-edge pieces, < 4 words, no verb, mostly
-    symbols, reference entries, bare captions); coordinated independent clauses split at
-    ", and"/", but"/", while"/", whereas"/";" when both sides have >= 4 words and a verb;
-    a leading pronoun replaced by the latest fitting subject in the chunk or the title
-    ("We" -> "The authors of '<title>'"); citations removed; min/max counts and the
-    character limit from Settings.
-grading (offline-grading-v1)
+propositions (offline-propositions-v2)
+    pysbd sentences minus fragments (< 4 words, no verb, mostly symbols, reference
+    entries, bare captions); pieces of sentences cut by the chunk's edges kept as found;
+    coordinated independent clauses split at ", and"/", but"/", while"/", whereas"/";"
+    when both sides have >= 4 words and a verb; a leading pronoun replaced by the latest
+    fitting subject in the chunk or the title ("We" -> "The authors"); citations removed;
+    min/max counts and the character limit from Settings.
+grading (offline-grading-v2)
     accuracy = share of content words found in the chunk (10 when all are); clarity,
     completeness and conciseness start at 10 and lose points for unresolved pronouns and
     broken characters, missing verbs/closing punctuation/unmatched brackets/short length,
-    and length over 35 words/semicolons/joined clauses/repeated words.
+    and length over 35 words (-1 to -3)/semicolons/joined clauses/repeated words.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from propdex.settings import Settings
 PROMPT_VERSIONS = {
     "title": "offline-title-v2",
     "summary": "offline-summary-v2",
-    "propositions": "offline-propositions-v1",
-    "grading": "offline-grading-v1",
+    "propositions": "offline-propositions-v2",
+    "grading": "offline-grading-v2",
 }
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from propdex.cache import ResultCache, cache_key
 from propdex.errors import LLMConfigurationError, LLMError
 from propdex.llm.base import LLMBackend, LLMResult, bounded_prefix
-from propdex.llm.client import error_usage
 from propdex.llm.offline import OfflineBackend
 from propdex.models import Chunk, DocumentContext, ExtractedDocument, Usage
 from propdex.settings import Settings
@@ -37,6 +36,10 @@ def _ask_or_fall_back(
     except LLMConfigurationError:
         raise
     except LLMError as error:
+        # Imported here: openai (which the client imports) is slow to import and an offline
+        # run never fails here.
+        from propdex.llm.client import error_usage
+
         log.warning("%s: %s failed, using the offline backend's (%s)", source, step, error)
         return fall_back().value, error_usage(error), str(error)
     cache.put_llm(key, step, result.value)

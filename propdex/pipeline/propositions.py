@@ -12,7 +12,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from propdex.cache import ResultCache, cache_key
 from propdex.deadlines import current_deadline, submit_with_deadline
 from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
-from propdex.llm.client import error_usage
 from propdex.ids import prop_id_for
 from propdex.llm.base import LLMBackend
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, Proposition, Scores, Usage
@@ -121,6 +120,10 @@ def propositions_for_document(
                 except LLMError as exc:
                     if stage == "extract" and not isinstance(exc, LLMOutputError):
                         raise
+                    # Imported here: openai (which the client imports) takes ~0.5 s to import
+                    # and an offline run never needs it.
+                    from propdex.llm.client import error_usage
+
                     usage[chunk.chunk_id] += error_usage(exc)
                     if stage == "extract":
                         results[chunk.chunk_id] = ChunkPropositions(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from propdex.extract.encoding import UTF8
 from propdex.pipeline.outcome import RunSummary
 
 
@@ -28,6 +29,9 @@ def render_markdown(summary: RunSummary) -> str:
         "|---|---|",
     ]
     lines += [f"| {k.replace('_', ' ')} | {int(v)} |" for k, v in totals.items()]
+    furniture = [d.furniture_removed for d in indexed if d.furniture_removed is not None]
+    if furniture:
+        lines.append(f"| running header/footer lines removed | {sum(furniture)} |")
     if summary.structured_output:
         lines += ["", "Structured output: " + "; ".join(_cell(n) for n in summary.structured_output)]
     if summary.stopped:
@@ -35,6 +39,11 @@ def render_markdown(summary: RunSummary) -> str:
     if summary.refused:
         lines += ["", "**Refused (outside the allowed roots, not read):**", ""]
         lines += [f"- {_cell(path)}: {_cell(reason)}" for path, reason in summary.refused]
+    legacy = [d for d in indexed if d.encoding not in (None, UTF8)]
+    if legacy:
+        # Worth a look: a guessed legacy encoding can be wrong on short or mixed files.
+        lines += ["", "**Read in a legacy encoding (not UTF-8):**", ""]
+        lines += [f"- {_cell(d.source)}: {_cell(d.encoding)}" for d in legacy]
     if not summary.wrote:
         lines += ["", "Nothing changed: no LLM call, no embedding and no write were made."]
     stages = summary.stage_seconds()

@@ -88,6 +88,7 @@ def document_row(
         "ingested_at": now, "last_attempt_at": now, "llm_calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "ocr": doc.ocr, "embed_truncated": embed_truncated,
+        "encoding": doc.encoding, "furniture_removed": doc.furniture_removed,
         # Degradation, in lineage; either makes the planner retry the document next run.
         "context_fallback": context.fallback,
         "ungraded_count": sum(o.ungraded for o in outcomes),

@@ -1,4 +1,4 @@
-"""Offline grading rules (``offline-grading-v1``): four 1..10 scores per proposition.
+"""Offline grading rules (``offline-grading-v2``): four 1..10 scores per proposition.
 
 - accuracy: the share of the proposition's content words (stemmed, stopwords removed,
   numbers kept) found in the chunk text, its title or its section, scaled to 10 and
@@ -14,8 +14,8 @@
 - completeness: starts at 10. No verb -5; no closing punctuation -3, or ending on a
   function word -3; unmatched parentheses/brackets -3; unmatched quotes -2; fewer than 3
   words -6, fewer than 5 words -4; starting in lowercase (a sentence's tail) -4.
-- conciseness: starts at 10 (the title counts as one word). Over 35 words -3 (over 50 -5,
-  over 70 -7); each clause joint that the proposition rules would split ("; ", ", and",
+- conciseness: starts at 10 (the title counts as one word). Over 35 words -1 (over 50 -2,
+  over 70 -3: the rules cannot shorten a source sentence, so length alone never rejects); each clause joint that the proposition rules would split ("; ", ", and",
   ", but", ", while", ", whereas" between two clauses) -3; any other ";" (a list) -1;
   each content word used 3+ times -1 (at most -3); a word repeated back to back
   ("the the") -2.
@@ -148,12 +148,15 @@ def conciseness(proposition: str, title: str = "") -> int:
     tokens = words(proposition)
     score = 10
     count = len(tokens)
+    # Length costs little: the rules keep the source's own sentence and cannot shorten it
+    # (only split it at clause joints, charged below), so a long sentence must not be
+    # rejected for its length alone; its facts would be in no other proposition.
     if count > 70:
-        score -= 7
-    elif count > 50:
-        score -= 5
-    elif count > 35:
         score -= 3
+    elif count > 50:
+        score -= 2
+    elif count > 35:
+        score -= 1
     joints = clause_joints(proposition)
     score -= 3 * len(joints)
     score -= proposition.count(";") - sum(1 for j in joints if j.group().startswith(";"))

@@ -1,4 +1,4 @@
-"""Offline proposition rules (``offline-propositions-v1``).
+"""Offline proposition rules (``offline-propositions-v2``).
 
 1. Sentences: hard line breaks are undone (``text.text_blocks``, which also drops running
    headers equal to the title and page numbers) and pysbd segments the chunk. Numeric
@@ -17,12 +17,12 @@
 4. Leading pronouns and author pronouns are replaced (``pronouns``).
 5. Output: single spaces, first letter capitalised, closing period added; duplicates
    dropped; at most ``max_count``; a proposition longer than ``max_chars`` is cut at its
-   last clause boundary (keeping at least 40%) or dropped. When fewer than ``min_count``
-   survive, sentences dropped only for being cut at the chunk's edges (they still have
-   4+ words and a verb) fill up the list in text order, left as found (grading then
-   marks them down). Like the LLM prompt's "an empty list if the content states no
-   facts", a chunk without statements (a reference list, a table of numbers) yields fewer
-   than ``min_count``, possibly none.
+   last clause boundary (keeping at least 40%) or dropped. A piece of a sentence cut by
+   the chunk's edges (4+ words and a verb) is kept in text order as found, without a
+   capital or period added (grading marks it down as partial): its facts are in no other
+   proposition. Like the LLM prompt's "an empty list if the content states no facts", a
+   chunk without statements (a reference list, a table of numbers) yields fewer than
+   ``min_count``, possibly none.
 """
 
 from __future__ import annotations
@@ -185,25 +185,24 @@ def make_propositions(chunk_text: str, title: str, limits: PropositionLimits) ->
     sentences = [clean_sentence(s) for s in block_sentences(chunk_text, skip_lines={title})]
     tracker = SubjectTracker(title)
     propositions: list[str] = []
-    partial: list[str] = []  # statements dropped only for being cut at the chunk's edges
     last = len(sentences) - 1
     for index, sentence in enumerate(sentences):
         reason = fragment_reason(sentence, last=index == last)
-        if reason:
-            if reason == CUT_AT_EDGE:
-                partial.append(sentence)
+        if reason == CUT_AT_EDGE:
+            # The piece of a sentence the chunk's edge cut: the LLM prompt also sees only the
+            # chunk, and dropping the piece would leave its facts out of the index (the
+            # chunker cuts inside a sentence at about every other chunk). Kept as found, so
+            # grading sees it is partial; a head piece still gets its pronoun resolved.
+            piece = tracker.resolve(sentence) if sentence[:1].isupper() else sentence
+            clauses = [finish(piece, limits.max_chars, close=False)]
+        elif reason is None:
+            clauses = [finish(tracker.resolve(clause), limits.max_chars)
+                       for clause in split_clauses(sentence)]
+        else:
             continue
-        for clause in split_clauses(sentence):
-            proposition = finish(tracker.resolve(clause), limits.max_chars)
+        for proposition in clauses:
             if proposition and proposition not in propositions:
                 propositions.append(proposition)
         if len(propositions) >= limits.max_count:
-            return propositions[: limits.max_count]
-    for sentence in partial:
-        if len(propositions) >= limits.min_count:
             break
-        # Left as found (no capital letter or period added): grading sees it is partial.
-        proposition = finish(sentence, limits.max_chars, close=False)
-        if proposition and proposition not in propositions:
-            propositions.append(proposition)
     return propositions[: limits.max_count]

@@ -178,7 +178,8 @@ def is_verb_at(tokens: list[str], index: int) -> bool:
             return True
         # "the authors of 'Levels of AGI' propose": a lowercase base form after a name.
         return tokens[index].islower() and tokens[index - 1][:1].isupper() and index > 1
-    if len(low) >= 5 and low.endswith("ed") and low.isalpha() and low not in _NOT_VERBS_ED:
+    # Four letters are enough ("used", "owed"); _NOT_VERBS_ED holds "seed", "need" and kin.
+    if len(low) >= 4 and low.endswith("ed") and low.isalpha() and low not in _NOT_VERBS_ED:
         if index and not tokens[index].islower():
             return False  # "Related Challenges": a capitalised word inside a heading
         return prev not in DETERMINERS and prev not in PREPOSITIONS
@@ -310,7 +311,9 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
     heading-like line. A first line that starts in lowercase or with punctuation never
     counts as short: the chunker cut it. Page-number lines and lines equal to one of
     ``skip_lines`` (case-insensitive; e.g. a running header) are left out without ending
-    the block, so a sentence broken by a page break is joined again.
+    the block, so a sentence broken by a page break is joined again; for the same reason a
+    blank line does not end a block whose last line ends no sentence when the next line
+    starts in lowercase.
     """
     skipped = {flatten(line).lower() for line in skip_lines if line.strip()}
     lines = [flatten(raw) for raw in unicodedata.normalize("NFKC", text).split("\n")]
@@ -322,13 +325,21 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
     current: list[str] = []
     previous = ""  # the line above; "" at the start and after a blank line
     previous_short = False
+    blank_after_block = False  # a blank line followed the current block
     for line in lines:
         if not line:
-            if current:
-                blocks.append(_join_lines(current))
-                current = []
+            blank_after_block = blank_after_block or bool(current)
             previous, previous_short = "", False
             continue
+        if blank_after_block:
+            blank_after_block = False
+            if not ends_sentence(current[-1]) and line[:1].islower():
+                # A page break (a blank line, often with the page number and running
+                # header around it) in the middle of a sentence: the sentence goes on.
+                previous, previous_short = current[-1], False
+            else:
+                blocks.append(_join_lines(current))
+                current = []
         # A first line that starts mid-sentence was cut by the chunker: its length says nothing.
         cut_first = not (current or blocks) and not line[:1].isupper() and not line[:1].isdigit()
         short = not cut_first and len(line) < short_limit

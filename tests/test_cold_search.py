@@ -1,0 +1,53 @@
+"""What a one-shot search imports: not LanceDB's REST client, not Prefect, not torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.service_harness import REPO
+
+
+def test_searching_a_folder_never_imports_the_rest_client_which_still_works(tmp_path):
+    code = f"""
+import sys
+from propdex.search import search
+from propdex.store import Index
+from tests.store_rows import DIM, axis, make_version
+index = Index.open({str(tmp_path / "db")!r}, dim=DIM)
+index.replace_document(*make_version("a", "r1", ["Owls hunt at night."]).rows)
+hits = len(search(index, "owls", axis(0), level="both", k=3))
+loaded = any(m.startswith("lance_namespace_urllib3_client.api") for m in sys.modules)
+import lance_namespace_urllib3_client as rest
+print(hits, loaded, rest.ApiClient.__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, check=True)
+    assert "1 False ApiClient" == done.stdout.strip()
+
+
+def test_a_one_shot_search_imports_neither_prefect_nor_torch(tmp_path):
+    from propdex.runtime import embedder_for
+    from propdex.settings import Settings
+    from propdex.store import Index
+    from tests.store_rows import make_version
+
+    embedder = embedder_for(Settings())  # converts MiniLM to ONNX once if not cached yet
+    texts = ["Owls hunt small mammals at night.", "Bees make honey from nectar."]
+    vectors = embedder.embed(texts)
+    Index.open(str(tmp_path / "db"), dim=embedder.dim).replace_document(*make_version(
+        "a", "r1", texts, props={0: [texts[0]], 1: [texts[1]]},
+        chunk_vectors=dict(enumerate(vectors)),
+        prop_vectors={(0, 0): vectors[0], (1, 0): vectors[1]}).rows)
+    code = f"""
+import json, sys
+from propdex.cli import main
+main(["search", "Which animal makes honey?", "--db", {str(tmp_path / "db")!r}, "--json"])
+heavy = {{"prefect", "torch", "sentence_transformers", "transformers"}}
+print(sorted(heavy & {{m.split(".")[0] for m in sys.modules}}), file=sys.stderr)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, check=True)
+    first = json.loads(done.stdout)[0]["text"]
+    assert ("Bees make honey from nectar.", "[]") == (first, done.stderr.strip().splitlines()[-1])

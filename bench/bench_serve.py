@@ -79,7 +79,7 @@ def free_port() -> int:
 
 @contextmanager
 def service(db: Path, log: Path):
-    """`propdex serve --db DB` on a free port; yields (url, seconds until it answered)."""
+    """`propdex serve --db DB` on a free port; yields (url, seconds until it answered, pid)."""
     import httpx
 
     port = free_port()
@@ -98,7 +98,7 @@ def service(db: Path, log: Path):
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        yield url, time.perf_counter() - started
+        yield url, time.perf_counter() - started, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -129,6 +129,12 @@ def cold_cli(db: Path, queries: list[str], runs: int,
 
 
 # 2. Warm HTTP ------------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def warm_http(url: str, queries: list[str]) -> list[float]:
     import httpx
 
@@ -272,7 +278,7 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     folder = _ingest_folder(workdir / "ingest-sources", data, INGEST_DOCUMENTS)
     load = Load()
     stop = threading.Event()
-    with service(copy, workdir / "serve-concurrent.log") as (url, _):
+    with service(copy, workdir / "serve-concurrent.log") as (url, _, _pid):
         ingest = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db", str(copy),
              "--llm", "offline", "--json", "--no-prune"],
@@ -340,14 +346,16 @@ def main() -> None:
     try:
         for n in args.sizes:
             db = build(n, data)
-            with service(db, workdir / f"serve-{n}.log") as (url, ready):
-                latencies = warm_http(url, queries)
+            with service(db, workdir / f"serve-{n}.log") as (url, ready, pid):
+                cpu_before = cpu_seconds(pid)
+                latencies = warm_http(url, queries)  # plus 5 warm-up requests
+                cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / (len(queries) + 5)
                 if n == min(args.sizes) and "cold" not in args.skip:
                     cold = {"direct": cold_cli(db, queries, args.cold_runs),
                             "service": cold_cli(db, queries, args.cold_runs, url)}
             recall, served_ms, exact_ms = recall_at_k(db, queries)
             rows.append((n, ready, statistics.median(latencies), percentile(latencies, 95),
-                         recall, served_ms, exact_ms))
+                         cpu_ms, recall, served_ms, exact_ms))
             print(f"  {n}: done", file=sys.stderr, flush=True)
         if "concurrency" not in args.skip:
             from propdex.api import IndexReader
@@ -382,11 +390,11 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
           "recall@10 of the same search against exact (flat) search through the same "
           "function:\n")
     print("| propositions | documents | service ready s | HTTP p50 ms | HTTP p95 ms | "
-          "recall@10 | in-process p50 ms | exact p50 ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, ready, p50, p95, recall, served_ms, exact_ms in rows:
-        print(f"| {n:,} | {n // 100:,} | {ready:.1f} | {p50:.1f} | {p95:.1f} | {recall:.3f} | "
-              f"{served_ms:.1f} | {exact_ms:.1f} |")
+          "service CPU ms / request | recall@10 | in-process p50 ms | exact p50 ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, ready, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
+        print(f"| {n:,} | {n // 100:,} | {ready:.1f} | {p50:.1f} | {p95:.1f} | {cpu_ms:.1f} | "
+              f"{recall:.3f} | {served_ms:.1f} | {exact_ms:.1f} |")
     if concurrent:
         c = concurrent
         print(f"\n{args.clients} concurrent clients for {c['seconds']:.0f} s at "

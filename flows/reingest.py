@@ -13,7 +13,7 @@ from flows.parameters import IngestOptions
 from propdex.ids import doc_id_for, normalise_source
 from propdex.pipeline.outcome import RunSummary
 from propdex.settings import Settings
-from tasks.index import open_index, prune, publish_report
+from tasks.index import deployment_allowed_roots, open_index, prune, publish_report
 
 
 @task(name="find-indexed")
@@ -47,7 +47,8 @@ def reingest_document(
         return ingest(sources=[path], db=db, options=options, prune_removed=False, force=force)
 
     started = time.perf_counter()
-    settings = options.settings(db)
+    # A deployment run may remove documents only from an allowed database (as ingest checks).
+    settings = deployment_allowed_roots(options.settings(db))
     known = indexed_documents([path], settings)
     summary = RunSummary(
         run_id=flow_run.get_id() or f"local-{int(time.time())}",

@@ -159,3 +159,30 @@ def test_table_rows_are_not_read_as_columns(tmp_path: Path, settings: Settings) 
     path = make_two_column_pdf(tmp_path / "table.pdf", levels, systems, order="lines")
     rows = [cell for pair in zip(levels, systems) for cell in pair]
     assert rows == extract_document(path, settings).text.split("\n")
+
+
+# --- Reference corpus -------------------------------------------------------------------------
+
+RUNNING_TITLE = "Levels of AGI: Operationalizing Progress on the Path to AGI"
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(
+    ("name", "removed"),
+    [("levels_of_agi.pdf", 36), ("attention_is_all_you_need.pdf", 14),
+     ("mck_energy_first_5_pages.pdf", 8)],
+)
+def test_corpus_pdf_furniture_removed(corpus: Path, settings: Settings, name: str,
+                                      removed: int) -> None:
+    assert removed == extract_document(corpus / name, settings).furniture_removed
+
+
+@pytest.mark.corpus
+def test_corpus_running_title_is_gone_but_the_title_page_keeps_it(
+    corpus: Path, settings: Settings
+) -> None:
+    doc = extract_document(corpus / "levels_of_agi.pdf", settings)
+    first_page = doc.text[doc.pages[0].start:doc.pages[0].end]
+    # Page 1 sets the title on two lines in display type; pages 2-19 repeat it as a header.
+    assert (0, True) == (doc.text.count(RUNNING_TITLE),
+                         "Levels of AGI: Operationalizing Progress on\nthe Path to AGI" in first_page)

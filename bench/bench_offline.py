@@ -6,12 +6,17 @@ Prefect's start-up and the model load happen once, before the first timed round 
 reported separately). Stage seconds are summed over documents (documents run concurrently, so
 their sum can exceed the wall time); the table gives medians over the rounds.
 
-Run from the repository root:  python bench/bench_offline.py [--rounds 3] [PDF ...]
+With --baseline REV the measurement runs in fresh processes, alternating round by round
+between a copy of that git revision and this checkout (each process: start-up, then one timed
+round), and the table compares the two side by side, with each process's peak RSS.
+
+Run from the repository root:  python bench/bench_offline.py [--rounds 3] [--baseline REV] [PDF ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -20,15 +25,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ["PROPDEX_LLM"] = "offline"
-
 CORPUS = REPO.parent / "shared" / "corpus"
 DEFAULT_PDFS = ("levels_of_agi.pdf", "attention_is_all_you_need.pdf", "mck_energy_first_5_pages.pdf")
+
+
+def _environment() -> None:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["PROPDEX_LLM"] = "offline"
 
 
 def warm_up(work: Path) -> tuple[float, float]:
@@ -50,23 +56,16 @@ def warm_up(work: Path) -> tuple[float, float]:
     return prefect_start, time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pdfs", nargs="*", type=Path)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    pdfs = args.pdfs or [CORPUS / name for name in DEFAULT_PDFS]
-    missing = [str(p) for p in pdfs if not p.is_file()]
-    if missing:
-        raise SystemExit(f"not found: {', '.join(missing)} (the shared corpus sits beside the dev checkout)")
-
+def measure(pdfs: list[Path], rounds: int) -> dict:
+    """Warm up, then ``rounds`` timed ingests of ``pdfs`` into fresh databases."""
     from flows.ingest import ingest
+    from propdex.store import Index
 
     with tempfile.TemporaryDirectory(prefix="propdex-bench-offline-") as tmp:
         work = Path(tmp)
         prefect_start, model_load = warm_up(work)
-        walls, per_stage, pages = [], {}, 0
-        for n in range(args.rounds):
+        walls, per_stage = [], {}
+        for n in range(rounds):
             started = time.perf_counter()
             summary = ingest(sources=[str(p) for p in pdfs], db=str(work / f"db{n}"))
             walls.append(time.perf_counter() - started)
@@ -74,16 +73,18 @@ def main() -> None:
                 raise SystemExit(f"documents failed: {summary['documents']}")
             for stage, seconds in summary["stage_seconds"].items():
                 per_stage.setdefault(stage, []).append(seconds)
-        from propdex.store import Index
-
         pages = sum(d["page_count"] for d in Index.open(str(work / "db0"), create=False).documents())
-        totals = summary["totals"]
+    return {"walls": walls, "per_stage": per_stage, "pages": pages, "totals": summary["totals"],
+            "prefect_start": prefect_start, "model_load": model_load}
 
-    wall = statistics.median(walls)
+
+def print_single(result: dict, pdfs: list[Path], rounds: int) -> None:
+    wall, pages, totals = statistics.median(result["walls"]), result["pages"], result["totals"]
     print(f"offline pipeline on {len(pdfs)} PDFs, {pages} pages, {int(totals['chunks'])} chunks, "
           f"{int(totals['propositions_kept'])} propositions kept / "
-          f"{int(totals['propositions_rejected'])} rejected; {args.rounds} rounds")
-    print(f"once per process: Prefect start {prefect_start:.1f} s, MiniLM load {model_load:.1f} s\n")
+          f"{int(totals['propositions_rejected'])} rejected; {rounds} rounds")
+    print(f"once per process: Prefect start {result['prefect_start']:.1f} s, "
+          f"model load {result['model_load']:.1f} s\n")
     print("| measure | median |")
     print("|---|---:|")
     print(f"| wall time of a run (s) | {wall:.2f} |")
@@ -91,10 +92,73 @@ def main() -> None:
     print(f"| pages per minute | {60 * pages / wall:.0f} |")
     print("\n| stage (summed over documents) | seconds | share of stage time |")
     print("|---|---:|---:|")
-    medians = {stage: statistics.median(values) for stage, values in per_stage.items()}
+    medians = {stage: statistics.median(values) for stage, values in result["per_stage"].items()}
     total = sum(medians.values())
     for stage, seconds in medians.items():
         print(f"| {stage} | {seconds:.2f} | {seconds / total:.0%} |")
+
+
+def compare(pdfs: list[Path], rounds: int, baseline: str) -> None:
+    """Alternate fresh processes of the baseline revision and this checkout."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from revisions import checkout, code_env, measured
+
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="propdex-bench-offline-compare-") as tmp:
+        trees = {f"baseline {baseline}": checkout(baseline, Path(tmp) / "baseline"),
+                 "this checkout": REPO}
+        runs: dict[str, list[tuple[dict, float]]] = {name: [] for name in trees}
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                command = [sys.executable, str(Path(__file__).resolve()), "--rounds", "1",
+                           "--json", "--code", str(tree), *map(str, pdfs)]
+                done = measured(command, tree, code_env(tree, PREFECT_HOME=str(Path(tmp) / name)))
+                runs[name].append((json.loads(done.stdout.strip().splitlines()[-1]), done.peak_rss_mib))
+    print(f"offline pipeline on {len(pdfs)} PDFs; {rounds} alternating rounds per code, one "
+          f"fresh process each; load average {load_before:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after\n")
+    stages = sorted({s for results in runs.values() for r, _ in results for s in r["per_stage"]})
+    print("| code | pages | wall (s) | pages per minute | peak RSS (MiB) | model load (s) | "
+          + " | ".join(f"{s} (s)" for s in stages) + " |")
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(stages))
+    per_minute = {}
+    for name, results in runs.items():
+        wall = statistics.median(r["walls"][0] for r, _ in results)
+        pages = results[0][0]["pages"]
+        per_minute[name] = 60 * pages / wall
+        stage_cells = " | ".join(
+            f"{statistics.median(r['per_stage'].get(s, [0.0])[0] for r, _ in results):.2f}"
+            for s in stages)
+        print(f"| {name} | {pages} | {wall:.2f} | {per_minute[name]:.0f} | "
+              f"{max(rss for _, rss in results):.0f} | "
+              f"{statistics.median(r['model_load'] for r, _ in results):.1f} | {stage_cells} |")
+    before, after = per_minute.values()
+    print(f"\nthroughput ratio this checkout / baseline: {after / before:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pdfs", nargs="*", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", metavar="REV",
+                        help="compare with this git revision, side by side in fresh processes")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code", type=Path, default=REPO, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    pdfs = [p.resolve() for p in args.pdfs] or [CORPUS / name for name in DEFAULT_PDFS]
+    missing = [str(p) for p in pdfs if not p.is_file()]
+    if missing:
+        raise SystemExit(f"not found: {', '.join(missing)} (the shared corpus sits beside the dev checkout)")
+    if args.baseline:
+        compare(pdfs, args.rounds, args.baseline)
+        return
+    sys.path.insert(0, str(args.code))  # --code: the tree whose propdex is measured
+    _environment()
+    result = measure(pdfs, args.rounds)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_single(result, pdfs, args.rounds)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ import time
 
 from prefect import flow
 from prefect.states import Failed
-from prefect.futures import wait
+from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from flows.parameters import IngestOptions
 from flows.runners import task_runner_for
+from propdex import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
     DocumentTimeoutError, ExtractionError, LLMConfigurationError, NoTextLayerError, StorageError,
@@ -35,6 +36,18 @@ def _first_failure(futures) -> BaseException | None:
             except BaseException as exc:  # the stored exception of that task run
                 return exc
     return None
+
+
+def _wait_for_documents(chains: list[list]) -> None:
+    """Wait for every task of every document, counting a document done (on the CLI's
+    progress display) once its whole chain has finished, in whatever order chains finish."""
+    left = [len(futures) for futures in chains]
+    chain_of = {id(future): n for n, futures in enumerate(chains) for future in futures}
+    for future in as_completed([future for futures in chains for future in futures]):
+        n = chain_of[id(future)]
+        left[n] -= 1
+        if left[n] == 0:
+            progress.document_finished()
 
 
 def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
@@ -76,6 +89,7 @@ def ingest(
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
     plan = plan_run(sources, settings, force, prune_removed)
+    progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
     fp = plan.fingerprint
     chains = []
@@ -88,8 +102,9 @@ def ingest(
         vectors = embed.submit(doc, chunks, props, settings, fp, salt)
         done = commit_document.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
         chains.append((item, [doc, context, chunks, props, vectors, done]))
-    wait([future for _, futures in chains for future in futures])
+    _wait_for_documents([futures for _, futures in chains])
     forget_run(run_id)
+    progress.phase("finishing")
 
     summary = RunSummary(run_id=run_id, db=settings.db_uri, llm=settings.llm_backend,
                          unchanged=plan.unchanged, missing=plan.missing, swept_rows=swept,

@@ -16,6 +16,8 @@ import json
 import logging
 import os
 import sys
+import threading
+import time
 from typing import Sequence
 
 from propdex.errors import PropdexError, StorageError
@@ -26,6 +28,9 @@ EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSIS
 def _prefect_environment() -> None:
     """Embedded defaults for Prefect, set before it is imported."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect's client-side telemetry too: on a terminal it prints a notice over the progress
+    # display at first import, and propdex makes no network calls it was not asked for.
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -70,28 +75,79 @@ def ingest_options(args: argparse.Namespace):
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    """Plan first, without Prefect: an unchanged corpus is reported at once, without starting
+    Prefect or a flow run. Anything to do runs the ingest flow, with Prefect's API started
+    (and the embedding model loaded) while the flow's modules import."""
+    from propdex import progress
+    from propdex.pipeline.plan import needs_run, plan_sources, unchanged_run_summary
+
+    started = time.perf_counter()
     _prefect_environment()
+    options = ingest_options(args)
+    settings = options.settings(args.db or _settings(args).db)
+    dask = bool(args.dask or settings.dask_address)
+    plan = None
+    # No database folder yet (a first run) or --force: a flow run is certain, so Prefect's
+    # API starts before planning rather than after it.
+    certain = args.force or ("://" not in settings.db_uri and not os.path.exists(settings.db_uri))
+    api = _early_api(dask) if certain else None
+    if not certain:
+        plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune)
+        if not needs_run(plan, settings):
+            summary = unchanged_run_summary(plan, settings, time.perf_counter() - started)
+            return _report_ingest(summary.to_dict(), args)
+        api = _early_api(dask)
+    # The model is loaded where documents embed: here, unless Dask workers do it.
+    warm_up = not dask and (plan is None or bool(plan.to_process))
+    with progress.shown(progress.wanted(args.json)):
+        progress.phase("starting Prefect")
+        state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
+    summary = state.result(raise_on_failure=False)
+    if isinstance(summary, BaseException):
+        print(f"propdex: ingest failed: {summary}", file=sys.stderr)
+        return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
+    return _report_ingest(summary, args)
+
+
+def _early_api(dask: bool):
+    """Prefect's ephemeral API, starting now; None with Dask, whose local workers are handed
+    the API Prefect starts itself (flows.runners.prefect_api_for_workers)."""
+    from propdex.prefect_api import start_ephemeral_api
+
+    return None if dask else start_ephemeral_api()
+
+
+def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_up: bool):
+    """The ingest flow's final state. The embedding model loads in a thread meanwhile; the
+    flow starts once it has loaded (two threads loading one model would load it twice)."""
+    from propdex.prefect_api import using_api
+    from propdex.runtime import warm_up_embedder
+
+    loader = threading.Thread(target=warm_up_embedder, args=(settings,), daemon=True)
+    if warm_up:
+        loader.start()
     from flows.ingest import ingest
 
     for name in ("prefect.task_runs", "prefect.flow_runs"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _ExpectedFailureFilter) for f in logger.filters):
             logger.addFilter(_ExpectedFailureFilter())
-    options = ingest_options(args)
-    settings = options.settings(args.db or _settings(args).db)
     if args.dask:
         from flows.runners import task_runner_for
 
         runner = task_runner_for(settings.model_copy(update={"dask_address": args.dask}))
         ingest = ingest.with_options(task_runner=runner)
-    state = ingest(
-        sources=args.paths, db=settings.db, options=options,
-        prune_removed=not args.no_prune, force=args.force, return_state=True,
-    )
-    summary = state.result(raise_on_failure=False)
-    if isinstance(summary, BaseException):
-        print(f"propdex: ingest failed: {summary}", file=sys.stderr)
-        return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
+    with using_api(api):  # waits for the API: a server that cannot start is reported now
+        if warm_up:
+            loader.join()
+        return ingest(
+            sources=args.paths, db=settings.db, options=options,
+            prune_removed=not args.no_prune, force=args.force, return_state=True,
+        )
+
+
+def _report_ingest(summary: dict, args: argparse.Namespace) -> int:
+    """Print a run summary (JSON or the Markdown report) and the problems; the exit code."""
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:

@@ -76,6 +76,11 @@ class LLMOutputError(LLMError):
     """The LLM answered, but the answer stayed invalid after one repair attempt."""
 
 
+class LLMAnswerCutOffError(LLMOutputError):
+    """The answer stopped at its output cap (finish_reason=length), also after the repair:
+    reported apart from other invalid answers, since a larger cap (or none) may be the fix."""
+
+
 class EmbedModelError(PropdexError):
     """The local embedding model could not be prepared (the one-time ONNX conversion failed)."""
 
@@ -94,6 +99,10 @@ class WatchUnavailableError(PropdexError):
 
 class NoPrefectServerError(PropdexError):
     """No PREFECT_API_URL is configured, so events would reach no server."""
+
+
+class PrefectStartError(PropdexError):
+    """Prefect's ephemeral API, started for a CLI run, exited or did not answer in time."""
 
 
 def error_kind(exc: BaseException) -> str:

@@ -47,6 +47,20 @@ def embedder_for(settings: Settings) -> Embedder:
     return make_embedder(settings)
 
 
+def warm_up_embedder(settings: Settings) -> None:
+    """Load a local embedding model now (the CLI does it while Prefect starts), so the first
+    document's embed stage does not wait for it. A remote embedder needs no loading.
+
+    A model that cannot load is left to the embed stage: it fails there, per document and
+    with its reason, exactly as without the warm-up."""
+    if settings.embedder == "openai":
+        return
+    try:
+        embedder_for(settings).embed(["warm-up"])
+    except Exception:  # noqa: BLE001 - reported by the embed stage (see above)
+        return
+
+
 def cache_for(settings: Settings) -> ResultCache:
     folder = settings.cache_path
     with _lock:

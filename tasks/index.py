@@ -11,14 +11,13 @@ from prefect.artifacts import create_markdown_artifact
 
 from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
-from propdex.pipeline.plan import Plan, WorkItem, make_plan
+from propdex.pipeline.plan import Plan, WorkItem, plan_sources
 from propdex.pipeline.report import render_markdown
 from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
 from propdex.pipeline.timing import pop_stage_seconds
 from propdex.runtime import backend_for
 from propdex.security import check_db_allowed, roots_of_sources
 from propdex.settings import Settings
-from propdex.sources import discover
 from propdex.store import Index
 from tasks.documents import Embeddings, Propositions
 from tasks.policies import retry_transient
@@ -61,10 +60,7 @@ def deployment_allowed_roots(settings: Settings) -> Settings:
 @task(name="plan", retries=0)
 def plan_run(sources: list[str], settings: Settings, force: bool, prune: bool) -> Plan:
     """Discover the sources and compare them with the ledger (content hash + fingerprint)."""
-    fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
-    ledger = open_index(settings, create=False).documents()
-    return make_plan(discover(sources, settings.allowed_roots), ledger, fingerprint,
-                     force=force, prune=prune)
+    return plan_sources(sources, settings, force=force, prune=prune)
 
 
 @task(name="sweep-uncommitted", retries=2, retry_condition_fn=retry_transient)
@@ -92,11 +88,13 @@ def commit_document(
         proposition_rows(doc, chunks, outcomes, embeddings.prop_vectors, settings,
                          versions["propositions"], run_id),
     )
-    kept = row["passed_count"]
+    kept, ungraded = row["passed_count"], row["ungraded_count"]
     return DocumentOutcome(
         source=doc.source, doc_id=doc.doc_id, status="indexed", reason=item.reason,
         error=row["error"], chunks=len(chunks), propositions_kept=kept,
-        propositions_rejected=row["proposition_count"] - kept,
+        propositions_rejected=row["proposition_count"] - kept - ungraded,
+        propositions_ungraded=ungraded, context_fallback=row["context_fallback"],
+        structured_output=structured_output_notes(settings),
         chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
@@ -104,6 +102,17 @@ def commit_document(
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )
+
+
+def structured_output_notes(settings: Settings) -> list[str]:
+    """The structured-output form this process settled on per model of the run's server
+    (nothing for the offline backend, or before any request was made)."""
+    if settings.llm_backend != "openai":
+        return []
+    from propdex.llm.client import OPENAI_BASE_URL
+    from propdex.llm.structured import negotiated_notes
+
+    return negotiated_notes(settings.llm_base_url or OPENAI_BASE_URL)
 
 
 @task(name="record-failures", retries=2, retry_condition_fn=retry_transient)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 
 from propdex.ids import doc_id_for, sha256_file
-from propdex.sources import Discovery, is_under, matches_any
-
-
+from propdex.pipeline.outcome import RunSummary
+from propdex.settings import Settings
+from propdex.sources import Discovery, discover, is_under, matches_any
+from propdex.store import Index
 
 @dataclass
 class WorkItem:
@@ -33,6 +35,51 @@ class Plan:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
+
+    @property
+    def changes_nothing(self) -> bool:
+        """Nothing to process, record or remove: a run would write nothing. Arguments that
+        matched nothing are only reported, so they do not count."""
+        return not (self.to_process or self.removed or self.unreadable or self.refused)
+
+
+def open_ledger(settings: Settings) -> Index:
+    """The run's index, opened without creating anything."""
+    return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
+
+
+def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: bool) -> Plan:
+    """Discover the sources and compare them with the ledger (content hash + fingerprint).
+
+    Reads files and the documents table only: it imports no Prefect, so the CLI can learn
+    that nothing changed before starting a flow run."""
+    from propdex.runtime import backend_for  # the backend's prompt versions enter the fingerprint
+
+    fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
+    ledger = open_ledger(settings).documents()
+    return make_plan(discover(sources, settings.allowed_roots), ledger, fingerprint,
+                     force=force, prune=prune)
+
+
+def needs_run(plan: Plan, settings: Settings) -> bool:
+    """Whether a flow run has anything to do: a document to process, record as failed or
+    remove, a refused path to report as a failed run, or rows of a crashed run to sweep."""
+    return not plan.changes_nothing or bool(open_ledger(settings).uncommitted_documents())
+
+
+def unchanged_run_summary(plan: Plan, settings: Settings, seconds: float) -> RunSummary:
+    """The report of a run that had nothing to do, as the flow would give it. No flow run
+    exists, so the run id is the flow's own id for runs outside one: ``local-<epoch>``."""
+    return RunSummary(run_id=f"local-{int(time.time())}", db=settings.db_uri,
+                      llm=settings.llm_backend, unchanged=plan.unchanged, missing=plan.missing,
+                      refused=plan.refused, seconds=seconds)
+
+
+def degraded(row: dict) -> bool:
+    """An indexed document with work left: chunks without propositions, a title or summary
+    from the offline fallback, or ungraded propositions. The next run retries it; answers
+    that succeeded come from the content cache, so only the failed calls are paid again."""
+    return bool(row.get("chunk_failures") or row.get("context_fallback") or row.get("ungraded_count"))
 
 
 def make_plan(
@@ -61,7 +108,7 @@ def make_plan(
             reason = "changed"
         elif row["pipeline_version"] != fingerprint:
             reason = "settings changed"
-        elif (row["status"] == "indexed" and not row.get("chunk_failures")) or (
+        elif (row["status"] == "indexed" and not degraded(row)) or (
             row["status"] != "indexed" and row.get("error_kind") == "input"
         ):
             # A failure that depends only on the file's bytes cannot succeed on the same bytes.

@@ -11,12 +11,15 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
+from propdex import progress
+
 _lock = threading.Lock()
 _seconds: dict[str, dict[str, float]] = defaultdict(dict)
 
 
 @contextmanager
 def stage_timer(doc_id: str, stage: str):
+    progress.stage_started(doc_id, stage)
     started = time.perf_counter()
     try:
         yield

@@ -472,15 +472,21 @@ class Index:
                 self._delete_where(where, (DOCUMENTS,))
                 self._delete_where(where)
 
-    def sweep_uncommitted(self) -> int:
-        """Delete chunk and proposition rows that belong to no committed (doc_id, run_id):
-        what a crashed run appended but never committed. Returns the rows removed."""
+    def uncommitted_documents(self) -> set[str]:
+        """doc_ids that have chunk or proposition rows of no committed (doc_id, run_id): what
+        a crashed run appended but never committed, and what ``sweep_uncommitted`` removes."""
         stale = set()
         live = self.live_runs()
         for name in (CHUNKS, PROPOSITIONS):
             for row in self.read(name, ["doc_id", "run_id"]):
                 if live.get(row["doc_id"]) != row["run_id"]:
                     stale.add(row["doc_id"])
+        return stale
+
+    def sweep_uncommitted(self) -> int:
+        """Delete chunk and proposition rows that belong to no committed (doc_id, run_id):
+        what a crashed run appended but never committed. Returns the rows removed."""
+        stale = self.uncommitted_documents()
         if not stale:
             return 0
         with self._hold(stale):

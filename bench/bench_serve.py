@@ -135,22 +135,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def warm_http(url: str, queries: list[str]) -> list[float]:
+# The default search (propdex.search.DEFAULT_LEVEL / DEFAULT_MODE), and the single vector
+# search over propositions the issue's targets were first set for.
+CONFIGS = {"default": {}, "propositions, vector": {"level": "propositions", "mode": "vector"}}
+
+
+def warm_http(url: str, queries: list[str], options: dict) -> list[float]:
     import httpx
 
     times = []
     with httpx.Client(base_url=url, timeout=60) as client:
         for query in queries[:5]:  # connection, caches
-            client.post("/search", json={"query": query, "k": K}).raise_for_status()
+            client.post("/search", json={"query": query, "k": K, **options}).raise_for_status()
         for query in queries:
             started = time.perf_counter()
-            client.post("/search", json={"query": query, "k": K}).raise_for_status()
+            client.post("/search", json={"query": query, "k": K, **options}).raise_for_status()
             times.append((time.perf_counter() - started) * 1000)
     return times
 
 
 # 3. Recall ---------------------------------------------------------------------------------
-def recall_at_k(db: Path, queries: list[str]) -> tuple[float, float, float]:
+def recall_at_k(db: Path, queries: list[str], options: dict) -> tuple[float, float, float]:
     """Mean recall@10 of the served search against exact search through the same function,
     and the in-process p50 of each (ms)."""
     from propdex.api import IndexReader
@@ -165,10 +170,10 @@ def recall_at_k(db: Path, queries: list[str]) -> tuple[float, float, float]:
     for query in queries:
         vector = reader.embedder.embed_query(query)
         started = time.perf_counter()
-        served = {r.chunk_id for r in search(reader.index, query, vector, k=K)}
+        served = {r.chunk_id for r in search(reader.index, query, vector, k=K, **options)}
         fast.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        truth = {r.chunk_id for r in search(exact, query, vector, k=K)}
+        truth = {r.chunk_id for r in search(exact, query, vector, k=K, **options)}
         slow.append((time.perf_counter() - started) * 1000)
         hits += len(served & truth)
         wanted += len(truth)
@@ -327,6 +332,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--cold-runs", type=int, default=10)
+    parser.add_argument("--recall-queries", type=int, default=30,
+                        help="queries of the recall measurement (exact search at 1M is slow)")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--skip", nargs="*", default=[], choices=["cold", "concurrency"])
@@ -347,15 +354,21 @@ def main() -> None:
         for n in args.sizes:
             db = build(n, data)
             with service(db, workdir / f"serve-{n}.log") as (url, ready, pid):
-                cpu_before = cpu_seconds(pid)
-                latencies = warm_http(url, queries)  # plus 5 warm-up requests
-                cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / (len(queries) + 5)
+                http = {}
+                for name, options in CONFIGS.items():
+                    cpu_before = cpu_seconds(pid)
+                    latencies = warm_http(url, queries, options)  # plus 5 warm-up requests
+                    http[name] = (latencies, (cpu_seconds(pid) - cpu_before) * 1000
+                                  / (len(queries) + 5))
                 if n == min(args.sizes) and "cold" not in args.skip:
                     cold = {"direct": cold_cli(db, queries, args.cold_runs),
                             "service": cold_cli(db, queries, args.cold_runs, url)}
-            recall, served_ms, exact_ms = recall_at_k(db, queries)
-            rows.append((n, ready, statistics.median(latencies), percentile(latencies, 95),
-                         cpu_ms, recall, served_ms, exact_ms))
+            for name, options in CONFIGS.items():
+                latencies, cpu_ms = http[name]
+                recall, served_ms, exact_ms = recall_at_k(db, queries[:args.recall_queries],
+                                                          options)
+                rows.append((n, name, ready, statistics.median(latencies),
+                             percentile(latencies, 95), cpu_ms, recall, served_ms, exact_ms))
             print(f"  {n}: done", file=sys.stderr, flush=True)
         if "concurrency" not in args.skip:
             from propdex.api import IndexReader
@@ -386,15 +399,18 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
             print(f"| {label} | {statistics.median(walls):.2f} | {min(walls):.2f} | "
                   f"{statistics.median(cpus):.2f} |")
         print()
-    print("Warm service over HTTP (one client, sequential, k=10, default level and mode) and "
-          "recall@10 of the same search against exact (flat) search through the same "
-          "function:\n")
-    print("| propositions | documents | service ready s | HTTP p50 ms | HTTP p95 ms | "
+    from propdex.search import DEFAULT_LEVEL, DEFAULT_MODE
+
+    print(f"Warm service over HTTP (one client, sequential, {args.queries} queries, k=10; "
+          f"default = level {DEFAULT_LEVEL}, mode {DEFAULT_MODE}), and recall@10 of the same "
+          f"search against exact (flat) search through the same function "
+          f"({args.recall_queries} queries):\n")
+    print("| propositions | documents | search | service ready s | HTTP p50 ms | HTTP p95 ms | "
           "service CPU ms / request | recall@10 | in-process p50 ms | exact p50 ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, ready, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
-        print(f"| {n:,} | {n // 100:,} | {ready:.1f} | {p50:.1f} | {p95:.1f} | {cpu_ms:.1f} | "
-              f"{recall:.3f} | {served_ms:.1f} | {exact_ms:.1f} |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n, name, ready, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
+        print(f"| {n:,} | {n // 100:,} | {name} | {ready:.1f} | {p50:.1f} | {p95:.1f} | "
+              f"{cpu_ms:.1f} | {recall:.3f} | {served_ms:.1f} | {exact_ms:.1f} |")
     if concurrent:
         c = concurrent
         print(f"\n{args.clients} concurrent clients for {c['seconds']:.0f} s at "

@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "write": ("bench_write.py", [], ["--documents", "10", "--rounds", "1"]),
     "search": ("bench_search.py", [],
                ["--sizes", "10000", "100000", "--queries", "30", "--flat-queries", "10"]),
+    "embed": ("bench_embed.py", [], ["--rounds", "1"]),
     "serve": ("bench_serve.py", [],
               ["--sizes", "100000", "--queries", "30", "--cold-runs", "3", "--seconds", "20"]),
 }
@@ -43,10 +44,11 @@ TITLES = {
     "e2e": "End to end: pages/minute, Prefect bookkeeping share, peak memory",
     "write": "LanceDB write throughput",
     "search": "Search: latency and recall at 10k / 100k / 1M propositions",
+    "embed": "Local embeddings: ONNX MiniLM against raw sentence-transformers",
     "serve": "Serving: cold CLI, warm HTTP, recall, 32 clients during commits",
 }
 PACKAGES = ("prefect", "lancedb", "pylance", "pyarrow", "numpy", "pymupdf", "pypdf", "openai",
-            "torch", "sentence-transformers", "prefect-dask")
+            "torch", "sentence-transformers", "onnxruntime", "prefect-dask")
 
 
 def _version(package: str) -> str:

@@ -390,7 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     watch.set_defaults(func=cmd_watch)
 
     evaluate = with_db(commands.add_parser(
-        "eval", help="compare chunks, headed chunks, sentences and propositions on questions"))
+        "eval", help="compare chunks, headed chunks, sentences, propositions and every search "
+        "level x mode on questions"))
     evaluate.add_argument("questions", metavar="QUESTIONS.jsonl")
     evaluate.add_argument("--out", default="propdex-eval",
                           help="folder for report.md, report.json and recall.png")

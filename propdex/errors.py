@@ -76,6 +76,11 @@ class LLMOutputError(LLMError):
     """The LLM answered, but the answer stayed invalid after one repair attempt."""
 
 
+class LLMAnswerCutOffError(LLMOutputError):
+    """The answer stopped at its output cap (finish_reason=length), also after the repair:
+    reported apart from other invalid answers, since a larger cap (or none) may be the fix."""
+
+
 class EmbedModelError(PropdexError):
     """The local embedding model could not be prepared (the one-time ONNX conversion failed)."""
 

@@ -83,6 +83,9 @@ class DocumentContext:
     summary_truncated: bool = False
     model: str = ""
     usage: Usage = field(default_factory=Usage)
+    # Set when the LLM's title or summary failed and the offline backend's stands in, e.g.
+    # "summary: offline fallback (summary: invalid answer after one repair: ...)".
+    fallback: str | None = None
 
 
 @dataclass
@@ -129,7 +132,7 @@ class Proposition:
     doc_id: str
     ordinal: int
     text: str
-    scores: Scores
+    scores: Scores | None  # None: its chunk's grading failed (stored ungraded, not passed)
     passed: bool
 
 
@@ -139,5 +142,9 @@ class ChunkPropositions:
 
     chunk_id: str
     propositions: list[Proposition]
-    error: str | None = None  # set when the LLM output stayed invalid after one repair
+    error: str | None = None  # set when extraction or grading failed (after one repair)
     usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ungraded(self) -> int:
+        return sum(p.scores is None for p in self.propositions)

@@ -19,6 +19,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 PIPELINE_VERSION = "2"
 
 LLMStep = Literal["context", "propositions", "grading"]
+# Request kinds that carry an output cap (keys of ``llm_max_tokens``).
+CAPPED_STEPS = ("title", "summary", "propositions", "grading", "sectioning", "llm_chunk",
+                "eval_answer", "eval_grade")
 
 
 class Settings(BaseSettings):
@@ -66,6 +69,19 @@ class Settings(BaseSettings):
     llm_rpm: int = Field(0, ge=0, description="LLM requests per minute across the run; 0 = no limit.")
     llm_temperature: float = Field(0.0, ge=0, le=2)
     llm_max_response_chars: int = Field(64_000, ge=1000, description="Largest accepted response.")
+    llm_output_caps: bool = Field(
+        True, description="Send every request an output cap (max_tokens) derived from what its "
+        "step may return; off = generate up to the server's own limit.",
+    )
+    llm_max_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description='Output caps in tokens per step, overriding the derived ones (JSON, e.g. '
+        '{"summary": 300}); 0 = no cap for that step. Steps: ' + ", ".join(CAPPED_STEPS) + ".",
+    )
+    llm_max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = Field(
+        "auto", description="Request field of the output cap; auto = max_completion_tokens for "
+        "api.openai.com, else max_tokens, switched once if the server refuses it.",
+    )
 
     # Context (title and summary)
     title_prefix_tokens: int = Field(4000, ge=100)
@@ -178,6 +194,17 @@ class Settings(BaseSettings):
                 return json.loads(text)
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
+
+    @field_validator("llm_max_tokens")
+    @classmethod
+    def _known_capped_steps(cls, caps: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(caps) - set(CAPPED_STEPS))
+        if unknown:
+            raise ValueError(f"llm_max_tokens: unknown steps {unknown} (known: {', '.join(CAPPED_STEPS)})")
+        negative = sorted(step for step, cap in caps.items() if cap < 0)
+        if negative:
+            raise ValueError(f"llm_max_tokens: caps must be 0 (no cap) or more, not for {negative}")
+        return caps
 
     @field_validator("chunk_overlap")
     @classmethod

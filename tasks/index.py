@@ -88,11 +88,13 @@ def commit_document(
         proposition_rows(doc, chunks, outcomes, embeddings.prop_vectors, settings,
                          versions["propositions"], run_id),
     )
-    kept = row["passed_count"]
+    kept, ungraded = row["passed_count"], row["ungraded_count"]
     return DocumentOutcome(
         source=doc.source, doc_id=doc.doc_id, status="indexed", reason=item.reason,
         error=row["error"], chunks=len(chunks), propositions_kept=kept,
-        propositions_rejected=row["proposition_count"] - kept,
+        propositions_rejected=row["proposition_count"] - kept - ungraded,
+        propositions_ungraded=ungraded, context_fallback=row["context_fallback"],
+        structured_output=structured_output_notes(settings),
         chunk_failures=row["chunk_failures"], llm_calls=usage.calls,
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
@@ -100,6 +102,17 @@ def commit_document(
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )
+
+
+def structured_output_notes(settings: Settings) -> list[str]:
+    """The structured-output form this process settled on per model of the run's server
+    (nothing for the offline backend, or before any request was made)."""
+    if settings.llm_backend != "openai":
+        return []
+    from propdex.llm.client import OPENAI_BASE_URL
+    from propdex.llm.structured import negotiated_notes
+
+    return negotiated_notes(settings.llm_base_url or OPENAI_BASE_URL)
 
 
 @task(name="record-failures", retries=2, retry_condition_fn=retry_transient)

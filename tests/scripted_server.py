@@ -13,6 +13,13 @@ answers every propdex prompt validly (so the whole pipeline can run against it):
   sectioning: one section over every numbered line;
 - /v1/completions: the prompt echoed and scored token by token (see ``prompt_scorer``).
 
+Like real servers, it stops an answer at the request's ``max_tokens`` (or
+``max_completion_tokens``; 4 characters a token) with finish_reason=length, and it can be
+told to refuse request forms: ``refused_formats=("json_schema",)`` answers that
+response_format type with HTTP 500 as llama-cpp-python's server does, ``refused_fields=
+("max_tokens",)`` answers a request carrying that field with HTTP 400 as OpenAI's newer
+models do.
+
 ``script(...)`` queues actions that the next requests consume, to shape an answer or inject a
 fault: latency, 429 with Retry-After, 5xx, a hang past the client timeout, malformed,
 truncated or empty content, a non-JSON body, 401, 404 model not found. Every request is recorded (path, JSON
@@ -345,6 +352,11 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 404
             self._send_error(404, f"no route {path}", "not_found")
             return
+        refusal = scripted._refusal(body) if path == CHAT_PATH else None
+        if refusal is not None:
+            record.status, message = refusal
+            self._send_error(record.status, message, "invalid_request_error")
+            return
         action = scripted._next_action(step)
         with scripted._in_flight():
             if action.hang:
@@ -404,12 +416,16 @@ class ScriptedServer:
         models: tuple[str, ...] = (DEFAULT_MODEL,),
         responder: Responder | None = None,
         prompt_scorer: PromptScorer | None = None,
+        refused_formats: tuple[str, ...] = (),
+        refused_fields: tuple[str, ...] = (),
     ):
         self.latency_ms = latency_ms  # added to every POST
         self.embed_dim = embed_dim
         self.models = models
         self.responder = responder
         self.prompt_scorer = prompt_scorer
+        self.refused_formats = refused_formats  # response_format types answered with HTTP 500
+        self.refused_fields = refused_fields  # request fields answered with HTTP 400
         self._lock = threading.Lock()
         self._queues: dict[str | None, deque[Action]] = {}
         self._requests: list[RecordedRequest] = []
@@ -507,6 +523,20 @@ class ScriptedServer:
     def _in_flight(self) -> _InFlight:
         return _InFlight(self)
 
+    def _refusal(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        """The status and message of a refused request form, as real servers word them."""
+        kind = (body.get("response_format") or {}).get("type")
+        if kind in self.refused_formats:
+            # llama-cpp-python 0.3's request model fails validation and the app answers 500.
+            return 500, ("1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                         f"'response_format', 'type'), 'msg': \"Input should be 'text'\", 'input': '{kind}'}}")
+        for name in self.refused_fields:
+            if name in body:
+                other = "max_completion_tokens" if name == "max_tokens" else "max_tokens"
+                return 400, (f"Unsupported parameter: '{name}' is not supported with this model. "
+                             f"Use '{other}' instead.")
+        return None
+
     # answers --------------------------------------------------------------------------
     def _completion(self, step: str | None, body: dict[str, Any], action: Action) -> dict[str, Any]:
         content = action.content
@@ -515,6 +545,10 @@ class ScriptedServer:
             content = custom if custom is not None else default_answer(step, body)
         if action.transform is not None:
             content = action.transform(content)
+        finish_reason = action.finish_reason
+        cap = body.get("max_completion_tokens", body.get("max_tokens"))
+        if cap is not None and estimate_tokens(content) > cap:
+            content, finish_reason = content[: cap * 4], "length"
         prompt_tokens = prompt_tokens_of(body)
         completion_tokens = estimate_tokens(content)
         return {
@@ -525,7 +559,7 @@ class ScriptedServer:
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": content},
-                "finish_reason": action.finish_reason,
+                "finish_reason": finish_reason,
                 "logprobs": None,
             }],
             "usage": {

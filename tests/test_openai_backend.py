@@ -155,13 +155,16 @@ def test_prompt_versions_name_every_step(make_backend):
 # --------------------------------------------------------------------------- request shape
 
 
-def test_structured_output_request_sends_the_strict_json_schema(make_backend, scripted_server):
-    make_backend().propositions(CHUNK, title=TITLE, section=None)
+def test_structured_output_request_sends_the_strict_json_schema_with_its_bounds(
+    make_backend, scripted_server
+):
+    make_backend(max_propositions=7, max_proposition_chars=90).propositions(CHUNK, title=TITLE, section=None)
+    bounds = {"max_propositions": 7, "max_chars": 90}
     expected = {
         "type": "json_schema",
         "json_schema": {
             "name": "propositions",
-            "schema": strict_json_schema(PropositionsAnswer),
+            "schema": strict_json_schema(PropositionsAnswer, bounds, bounds=True),
             "strict": True,
         },
     }

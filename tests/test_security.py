@@ -190,6 +190,10 @@ def obeying_responder(step, body):
 @pytest.fixture
 def injection_env(llm_env, monkeypatch):
     monkeypatch.setenv("PROPDEX_MAX_PROPOSITIONS", "10")
+    # Without output caps the whole runaway answer arrives, as from a server ignoring
+    # max_tokens: the bounds after parsing must hold on it (with caps it is cut off at the
+    # cap, tests/test_llm_degradation.py).
+    monkeypatch.setenv("PROPDEX_LLM_OUTPUT_CAPS", "false")
     return llm_env
 
 

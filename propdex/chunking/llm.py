@@ -188,9 +188,9 @@ class LLMChunker(Chunker):
             cuts = logprob_cuts(piece, scores.offsets, scores.top, len(prompt) - len(piece))
             reason = "" if cuts is not None else "got no prompt log-probabilities from the server"
             return cuts, reason, scores.usage
-        answer = requests.copy(self.prompt.messages(**values))
+        answer = requests.copy(self.prompt.messages(**values), len(piece))
         if answer.cut_off:
-            return None, "was copied only in part (the answer hit the token limit)", answer.usage
+            return None, "was copied only in part (the answer hit its output cap)", answer.usage
         cuts = marked_copy_cuts(piece, answer.text)
         if cuts is None:
             similarity = copy_similarity(piece, answer.text)

@@ -19,10 +19,12 @@ from propdex.llm.client import (
     api_key_value,
     call_with_retries,
     make_openai_client,
+    negotiation_of,
     read_response,
     usage_of,
 )
 from propdex.llm.limits import limiter_for
+from propdex.llm.output_caps import copy_cap, output_cap
 from propdex.models import Usage
 from propdex.settings import Settings
 
@@ -74,10 +76,15 @@ class ChunkingRequests:
             backoff_max=self.settings.llm_backoff_max, timeout=self.settings.llm_timeout,
         )
 
-    def copy(self, messages: list[dict[str, str]]) -> CopyAnswer:
+    def copy(self, messages: list[dict[str, str]], chars: int) -> CopyAnswer:
+        """The model's copy of a window of ``chars`` characters, capped at what a copy needs."""
+        extra: dict[str, Any] = {}
+        cap = output_cap("llm_chunk", self.settings, copy_cap(chars))
+        if cap is not None:  # the field the JSON requests settled on for this server and model
+            extra[negotiation_of(self.settings, self.base_url, self.model).cap_field] = cap
         completion = self._send("llm_chunk request", lambda timeout: self._client.chat.completions.create(
             model=self.model, messages=messages, temperature=self.settings.llm_temperature,
-            timeout=timeout,
+            timeout=timeout, **extra,
         ))
         choice = (completion.choices or [None])[0]
         text = (choice.message.content or "") if choice else ""

@@ -49,6 +49,9 @@ def _session(path: str, threads: int):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
+    # Idle intra-op threads sleep instead of spinning: on a machine shared with other work
+    # (Prefect's API, extraction workers, other runs) spinning burns cores they need.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 

@@ -217,7 +217,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
     if report["by_source"]:
         k = report["by_source"][0]["k"]
-        kinds = [u["kind"] for u in report["units"]]
+        # The units and the default search (every search's figures are in report.json).
+        kinds = [u["kind"] for u in report["units"] if u["units"] is not None or u.get("default")]
         labels = {u["kind"]: u["label"] for u in report["units"]}
         lines += ["", f"## By document: R@{k} (%) / MRR", "",
                   _row(["source", "questions"] + [labels[kind] for kind in kinds]),
@@ -273,7 +274,8 @@ def plot_recall(report: dict[str, Any], path: Path) -> None:
         style = "-" if unit["units"] is not None else "--"
         axes.plot(budgets, [100 * unit[budget_key(b)] for b in budgets],
                   marker=markers[number % len(markers)], linestyle=style,
-                  linewidth=2.5 if unit.get("default") else 1.2, label=unit["label"])
+                  linewidth=2.5 if unit.get("default") else 1.2, label=unit["label"],
+                  **({"color": "black"} if unit.get("default") else {}))
     axes.set_xlabel("number of retrieved words (l)")
     axes.set_ylabel("answer recall within l words (%)")
     axes.set_title(f"Answer recall vs. word budget ({report['evaluated']} questions)")

@@ -22,7 +22,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from functools import cache
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,9 +32,13 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.wait import wait_random_exponential
 
 from propdex.deadlines import current_deadline
-from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
+from propdex.errors import LLMAnswerCutOffError, LLMConfigurationError, LLMError, LLMOutputError
 from propdex.llm.limits import RequestLimiter, limiter_for
-from propdex.llm.schemas import strict_json_schema
+from propdex.llm.output_caps import derived_json_cap, output_cap
+from propdex.llm.structured import (
+    DESCRIBED_MODES, JSON_SCHEMA_BOUNDED, PROMPTED, Negotiation, Refused, default_cap_field, is_refusal,
+    negotiation_for, response_format, schema_description, with_format,
+)
 from propdex.models import Usage
 from propdex.settings import Settings
 
@@ -63,10 +67,11 @@ class UnreadableResponse(Exception):
 class InvalidAnswer(Exception):
     """An answer that cannot be used; ``reason`` is short enough for a status column."""
 
-    def __init__(self, reason: str, content: str):
+    def __init__(self, reason: str, content: str, *, cut_off: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.content = content
+        self.cut_off = cut_off  # stopped at the output cap
 
 
 # --------------------------------------------------------------------------- secrets, URLs
@@ -193,6 +198,17 @@ def configuration_hint(status: int) -> str:
     return "the server rejected the request format; check the model and llm_json_schema"
 
 
+def configuration_error(
+    error: openai.APIStatusError, what: str, model: str, base_url: str, secret: str
+) -> LLMConfigurationError:
+    message = (
+        f"LLM server {display_url(base_url)} refused {what} for model {model!r} "
+        f"with HTTP {error.status_code}: {server_message(error)} "
+        f"({configuration_hint(error.status_code)})"
+    )
+    return LLMConfigurationError(scrub(message, secret))
+
+
 def call_with_retries(
     send: Callable[[], T],
     *,
@@ -228,12 +244,7 @@ def call_with_retries(
         return retrying(send)
     except openai.APIStatusError as error:
         if error.status_code in CONFIGURATION_STATUSES:
-            message = (
-                f"LLM server {display_url(base_url)} refused {what} for model {model!r} "
-                f"with HTTP {error.status_code}: {server_message(error)} "
-                f"({configuration_hint(error.status_code)})"
-            )
-            raise LLMConfigurationError(scrub(message, secret)) from None
+            raise configuration_error(error, what, model, base_url, secret) from None
         attempts = retrying.statistics.get("attempt_number", 1)
         reason = describe_failure(error, timeout)
         message = f"{what} failed after {attempts} attempts: {reason}"
@@ -305,28 +316,50 @@ def usage_of(completion: Any) -> Usage:
     )
 
 
-def repair_request(reason: str) -> str:
+def repair_request(reason: str, *, cut_off: bool) -> str:
+    shorter = " Keep it shorter: the answer must fit in its output cap." if cut_off else ""
     return (
-        f"Your previous answer could not be used: {reason}. "
+        f"Your previous answer could not be used: {reason}.{shorter} "
         "Reply again with only the corrected JSON object, in the format asked for above."
     )
 
 
-@cache
-def response_format(name: str, schema_model: type[BaseModel]) -> dict[str, Any]:
-    """The structured-output request field; cached, as building a schema costs a little CPU
-    on every call (treat the result as read-only)."""
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": name, "schema": strict_json_schema(schema_model), "strict": True},
-    }
+def negotiation_of(settings: Settings, base_url: str, model: str) -> Negotiation:
+    """The structured-output form and cap field settled (or to settle) for a server's model."""
+    first = JSON_SCHEMA_BOUNDED if settings.llm_json_schema else PROMPTED
+    cap_field = default_cap_field(settings.llm_max_tokens_field, base_url)
+    return negotiation_for(base_url, display_url(base_url), model, first, cap_field)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One chat completion as sent and answered (for compatibility runs and benchmarks)."""
+
+    step: str
+    mode: str  # structured-output form used
+    cap: int | None  # output cap sent
+    cap_field: str
+    finish_reason: str | None
+    usage_reported: bool  # the server sent a usage object
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+@dataclass
+class Sent:
+    completion: Any
+    mode: str
+    cap: int | None
+    cap_field: str
 
 
 class LLMClient:
     """Chat completions returning validated pydantic objects; thread-safe.
 
     Every error raised by ``chat_json`` carries ``.usage``: the tokens of the responses that
-    did arrive before it (the pipeline counts them against the document).
+    did arrive before it (the pipeline counts them against the document). ``on_call``, when
+    set, receives a ``CallRecord`` of every completion.
     """
 
     def __init__(self, settings: Settings):
@@ -337,12 +370,16 @@ class LLMClient:
         self.limiter: RequestLimiter = limiter_for(
             self.base_url, settings.llm_concurrency, settings.llm_rpm
         )
+        self.on_call: Callable[[CallRecord], None] | None = None
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={display_url(self.base_url)!r})"
 
     def close(self) -> None:
         self._client.close()
+
+    def negotiation(self, model: str) -> Negotiation:
+        return negotiation_of(self.settings, self.base_url, model)
 
     def chat_json(
         self,
@@ -352,69 +389,121 @@ class LLMClient:
         *,
         step: str,
         context: dict[str, Any] | None = None,
+        answer_format: str | None = None,
     ) -> tuple[M, Usage]:
-        """Ask for JSON matching ``schema_model``; one repair round on an invalid answer."""
+        """Ask for JSON matching ``schema_model``; one repair round on an invalid answer.
+
+        ``answer_format`` describes the answer for forms where the server is not given the
+        schema; None means ``messages`` describe it already when JSON schema is off, and a
+        description is made from the schema when the negotiation falls back to such a form.
+        """
         usage = Usage()
+        cap = output_cap(step, self.settings, derived_json_cap(schema_model, context))
         try:
-            completion = self._complete(model, messages, schema_model, step)
-            usage += usage_of(completion)
+            sent = self._complete(model, messages, schema_model, step, context, answer_format, cap)
+            usage += usage_of(sent.completion)
             try:
-                return self._answer(completion, schema_model, context), usage
+                return self._answer(sent, schema_model, context), usage
             except InvalidAnswer as first:
                 log.info("%s: invalid answer (%s); asking once for a repair", step, first.reason)
                 echo = first.content[:REPAIR_ECHO_CHARS] or "(empty answer)"
                 repair = [
                     *messages,
                     {"role": "assistant", "content": echo},
-                    {"role": "user", "content": repair_request(first.reason)},
+                    {"role": "user", "content": repair_request(first.reason, cut_off=first.cut_off)},
                 ]
-            completion = self._complete(model, repair, schema_model, step)
-            usage += usage_of(completion)
+            sent = self._complete(model, repair, schema_model, step, context, answer_format, cap)
+            usage += usage_of(sent.completion)
             try:
-                return self._answer(completion, schema_model, context), usage
+                return self._answer(sent, schema_model, context), usage
             except InvalidAnswer as second:
-                raise LLMOutputError(
-                    f"{step}: invalid answer after one repair: {second.reason}"
-                ) from None
+                kind = LLMAnswerCutOffError if second.cut_off else LLMOutputError
+                raise kind(f"{step}: invalid answer after one repair: {second.reason}") from None
         except LLMError as error:
             error.usage = usage  # type: ignore[attr-defined]
             raise
 
     def _complete(
-        self, model: str, messages: list[dict[str, str]], schema_model: type[BaseModel], step: str
-    ) -> Any:
-        request: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "temperature": self.settings.llm_temperature,
-        }
-        if self.settings.llm_json_schema:
-            request["response_format"] = response_format(step, schema_model)
+        self, model: str, messages: list[dict[str, str]], schema_model: type[BaseModel],
+        step: str, context: dict[str, Any] | None, answer_format: str | None, cap: int | None,
+    ) -> Sent:
+        negotiation = self.negotiation(model)
         deadline = current_deadline()  # the document's time limit, when one is set
 
-        def send() -> Any:
-            with self.limiter.slot():
-                if deadline is not None:  # no attempt starts after it; none outlives it
-                    deadline.check(f"{step} request")
-                    request["timeout"] = min(self.settings.llm_timeout, deadline.remaining())
-                return read_response(lambda: self._client.chat.completions.create(**request))
+        def attempt(mode: str, cap_field: str, refusals: frozenset[int]) -> Sent:
+            request: dict[str, Any] = {
+                "model": model,
+                "messages": self._described(messages, mode, schema_model, answer_format),
+                "temperature": self.settings.llm_temperature,
+            }
+            form = response_format(mode, step, schema_model, context)
+            if form is not None:
+                request["response_format"] = form
+            if cap is not None:
+                request[cap_field] = cap
 
-        return call_with_retries(
-            send,
-            what=f"{step} request",
-            model=model,
-            base_url=self.base_url,
-            secret=self._secret,
-            max_attempts=self.settings.llm_max_attempts,
-            backoff_max=self.settings.llm_backoff_max,
-            timeout=self.settings.llm_timeout,
-        )
+            def send() -> Any:
+                with self.limiter.slot():
+                    if deadline is not None:  # no attempt starts after it; none outlives it
+                        deadline.check(f"{step} request")
+                        request["timeout"] = min(self.settings.llm_timeout, deadline.remaining())
+                    try:
+                        return read_response(lambda: self._client.chat.completions.create(**request))
+                    except openai.APIStatusError as error:
+                        message = server_message(error)
+                        if is_refusal(error.status_code, message, refusals):
+                            raise Refused(error.status_code, message, error) from None
+                        raise
+
+            started = time.perf_counter()
+            completion = call_with_retries(
+                send,
+                what=f"{step} request",
+                model=model,
+                base_url=self.base_url,
+                secret=self._secret,
+                max_attempts=self.settings.llm_max_attempts,
+                backoff_max=self.settings.llm_backoff_max,
+                timeout=self.settings.llm_timeout,
+            )
+            self._record(step, mode, cap, cap_field, completion, time.perf_counter() - started)
+            return Sent(completion, mode, cap, cap_field)
+
+        try:
+            return negotiation.run(attempt)
+        except Refused as refused:  # even prompted JSON was refused: the request itself is wrong
+            raise configuration_error(refused.error, f"{step} request", model, self.base_url,
+                                      self._secret) from None
+
+    def _described(self, messages: list[dict[str, str]], mode: str,
+                   schema_model: type[BaseModel], answer_format: str | None) -> list[dict[str, str]]:
+        if mode not in DESCRIBED_MODES:
+            return messages
+        if answer_format is not None:
+            return with_format(messages, answer_format)
+        if self.settings.llm_json_schema:  # the caller counted on the schema reaching the model
+            return with_format(messages, schema_description(schema_model))
+        return messages
+
+    def _record(self, step: str, mode: str, cap: int | None, cap_field: str, completion: Any,
+                seconds: float) -> None:
+        if self.on_call is None:
+            return
+        choices = getattr(completion, "choices", None) or []
+        spent = usage_of(completion)
+        self.on_call(CallRecord(
+            step=step, mode=mode, cap=cap, cap_field=cap_field,
+            finish_reason=choices[0].finish_reason if choices else None,
+            usage_reported=getattr(completion, "usage", None) is not None,
+            prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens,
+            seconds=seconds,
+        ))
 
     def _answer(
-        self, completion: Any, schema_model: type[M], context: dict[str, Any] | None
+        self, sent: Sent, schema_model: type[M], context: dict[str, Any] | None
     ) -> M:
         """The validated answer of a completion, or InvalidAnswer saying why not."""
-        choices = getattr(completion, "choices", None) or []
+        choices = getattr(sent.completion, "choices", None) or []
         if not choices:
             raise InvalidAnswer("the response has no choices", "")
         choice = choices[0]
@@ -426,7 +515,9 @@ class LLMClient:
                 content[:REPAIR_ECHO_CHARS],
             )
         if choice.finish_reason == "length":
-            raise InvalidAnswer("answer cut off at the token limit (finish_reason=length)", content)
+            where = (f"its output cap ({sent.cap_field}={sent.cap}, finish_reason=length)"
+                     if sent.cap is not None else "the server's token limit (finish_reason=length)")
+            raise InvalidAnswer(f"answer cut off at {where}", content, cut_off=True)
         if not content.strip():
             refusal = getattr(choice.message, "refusal", None)
             reason = f"the model refused: {refusal[:200]}" if refusal else "empty answer"

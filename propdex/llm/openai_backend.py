@@ -6,12 +6,18 @@ Per chunk that is two calls: one for its propositions and one grading all of the
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from pydantic import BaseModel
+
 from propdex.llm.base import LLMBackend, LLMResult
 from propdex.llm.client import LLMClient
 from propdex.llm.prompts import PROMPT_STEPS, Prompt, load_prompt
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
 from propdex.models import Scores, Usage
-from propdex.settings import Settings
+from propdex.settings import LLMStep, Settings
+
+M = TypeVar("M", bound=BaseModel)
 
 WHOLE_TEXT = "This is the whole document."
 TRUNCATED_TEXT = "This is only the beginning of a longer document; the rest was cut off."
@@ -42,27 +48,30 @@ class OpenAIBackend(LLMBackend):
         return {step: prompt.version for step, prompt in self.prompts.items()}
 
     def _messages(self, step: str, **values: object) -> list[dict[str, str]]:
-        # With a JSON schema in the request, describing the answer's shape in the prompt too
-        # would only cost tokens on every call.
-        describe_format = not self.settings.llm_json_schema
-        return self.prompts[step].messages(describe_format=describe_format, **values)
+        # The answer's shape is added by the client only for structured-output forms that
+        # do not carry the schema (see propdex.llm.structured): with json_schema it would
+        # only cost tokens on every call.
+        return self.prompts[step].messages(describe_format=False, **values)
+
+    def _ask(self, step: str, model_step: LLMStep, messages: list[dict[str, str]],
+             schema_model: type[M], context: dict[str, object] | None = None) -> tuple[M, Usage]:
+        return self.client.chat_json(
+            self.settings.model_for(model_step), messages, schema_model, step=step,
+            context=context, answer_format=self.prompts[step].format,
+        )
 
     def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
         messages = self._messages(
             "title", extent=extent_note(truncated), hint=hint or NO_VALUE, document=text
         )
-        answer, usage = self.client.chat_json(
-            self.settings.model_for("context"), messages, TitleAnswer, step="title"
-        )
+        answer, usage = self._ask("title", "context", messages, TitleAnswer)
         return LLMResult(answer.title, usage)
 
     def summary(self, text: str, *, title: str, truncated: bool) -> LLMResult[str]:
         messages = self._messages(
             "summary", title=title or NO_VALUE, extent=extent_note(truncated), document=text
         )
-        answer, usage = self.client.chat_json(
-            self.settings.model_for("context"), messages, SummaryAnswer, step="summary"
-        )
+        answer, usage = self._ask("summary", "context", messages, SummaryAnswer)
         return LLMResult(answer.summary, usage)
 
     def propositions(
@@ -78,16 +87,10 @@ class OpenAIBackend(LLMBackend):
             section=section or NO_VALUE,
             content=chunk_text,
         )
-        answer, usage = self.client.chat_json(
-            self.settings.model_for("propositions"),
-            messages,
-            PropositionsAnswer,
-            step="propositions",
-            context={
-                "max_propositions": self.settings.max_propositions,
-                "max_chars": self.settings.max_proposition_chars,
-            },
-        )
+        answer, usage = self._ask("propositions", "propositions", messages, PropositionsAnswer, {
+            "max_propositions": self.settings.max_propositions,
+            "max_chars": self.settings.max_proposition_chars,
+        })
         return LLMResult(answer.propositions, usage)
 
     def grade(
@@ -101,13 +104,8 @@ class OpenAIBackend(LLMBackend):
         messages = self._messages(
             "grading", source=chunk_text, propositions=numbered(propositions)
         )
-        answer, usage = self.client.chat_json(
-            self.settings.model_for("grading"),
-            messages,
-            GradesAnswer,
-            step="grading",
-            context={"count": len(propositions)},
-        )
+        answer, usage = self._ask("grading", "grading", messages, GradesAnswer,
+                                  {"count": len(propositions)})
         scores = [
             Scores(g.accuracy, g.clarity, g.completeness, g.conciseness) for g in answer.in_order()
         ]

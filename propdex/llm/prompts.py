@@ -2,9 +2,10 @@
 
 A file holds a comment, then ``=== system ===`` and the system message, optionally
 ``=== format ===`` and a description of the JSON answer, then ``=== user ===`` and the user
-message. The format part is appended to the system message only when the server is not given
-the JSON schema (``llm_json_schema`` off): with the schema, it would only repeat it at a token
-cost on every call. All parts are ``string.Template`` texts (``$name`` fields), so JSON
+message. The format part is added to the system message only when the server is not given
+the JSON schema (the structured-output form negotiated with it, see ``propdex.llm.structured``,
+or ``llm_json_schema`` off): with the schema, it would only repeat it at a token cost on every
+call. All parts are ``string.Template`` texts (``$name`` fields), so JSON
 examples with braces need no escaping. The recorded version, e.g. ``propositions-v1+1a2b3c4d``,
 carries the file's hash, so editing a prompt changes the version even if nobody bumps N.
 

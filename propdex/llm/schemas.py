@@ -67,6 +67,15 @@ class PropositionsAnswer(BaseModel):
                 kept.append(text)
         return kept[:max_count] if max_count is not None else kept
 
+    @classmethod
+    def schema_bounds(cls, context: dict[str, Any]) -> dict[str, Any]:
+        bounds: dict[str, Any] = {}
+        if context.get("max_propositions") is not None:
+            bounds["maxItems"] = context["max_propositions"]
+        if context.get("max_chars") is not None:
+            bounds["items"] = {"maxLength": context["max_chars"]}
+        return {"propositions": bounds}
+
 
 class Grade(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -107,6 +116,15 @@ class GradesAnswer(BaseModel):
     def in_order(self) -> list[Grade]:
         return sorted(self.grades, key=lambda grade: grade.index)
 
+    @classmethod
+    def schema_bounds(cls, context: dict[str, Any]) -> dict[str, Any]:
+        count = context.get("count")
+        if count is None:
+            return {}
+        index = {"minimum": 0, "maximum": max(0, count - 1)}
+        return {"grades": {"minItems": count, "maxItems": count,
+                           "items": {"properties": {"index": index}}}}
+
 
 # JSON-schema keywords that bound values rather than shape them.
 _VALUE_BOUNDS = (
@@ -127,15 +145,35 @@ def inline_references(node: Any, definitions: dict[str, Any]) -> Any:
     return node
 
 
-def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+def merge_bounds(schema: dict[str, Any], bounds: dict[str, Any]) -> None:
+    """Add ``bounds`` (a partial schema: keywords, ``items``, ``properties``) into ``schema``."""
+    for key, value in bounds.items():
+        if isinstance(value, dict) and isinstance(schema.get(key), dict):
+            merge_bounds(schema[key], value)
+        else:
+            schema[key] = value
+
+
+def call_bounds(model: type[BaseModel], context: dict[str, Any] | None) -> dict[str, Any]:
+    """Bounds that depend on the call (the validation context), per top-level property."""
+    hook = getattr(model, "schema_bounds", None)
+    return hook(context or {}) if hook is not None else {}
+
+
+def strict_json_schema(
+    model: type[BaseModel], context: dict[str, Any] | None = None, *, bounds: bool = False
+) -> dict[str, Any]:
     """The model's JSON schema in the shape OpenAI's strict structured output accepts.
 
     Strict mode wants every object closed (``additionalProperties: false``) with every
-    property required. The schema sent carries structure only: value bounds (score 1..10,
-    string lengths) are left out because several OpenAI-compatible servers reject those
-    keywords with a 400, which would stop the run; pydantic checks them on every answer and
-    a violation gets the repair round. Titles and descriptions (the docstrings above, written
-    for developers) are dropped too: the prompt says what each field means.
+    property required. Without ``bounds`` the schema carries structure only: value bounds
+    (score 1..10, string lengths, list lengths) are left out because several
+    OpenAI-compatible servers reject those keywords, and pydantic checks them on every
+    answer anyway. With ``bounds`` they stay, with the call's own (``context``: at most
+    max_propositions items of max_chars characters, exactly ``count`` grades): servers whose
+    grammar honours them (llama.cpp) then cannot ramble past them. Titles and descriptions
+    (the docstrings above, written for developers) are dropped: the prompt says what each
+    field means.
     """
     schema = model.model_json_schema()
     # Nested models are written out in place of their $ref: shorter for a single use, and
@@ -150,7 +188,7 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
             for label in ("title", "description"):
                 if isinstance(node.get(label), str):
                     node.pop(label)
-            for keyword in _VALUE_BOUNDS:
+            for keyword in () if bounds else _VALUE_BOUNDS:
                 if not isinstance(node.get(keyword), dict):  # not a property of that name
                     node.pop(keyword, None)
             if node.get("type") == "object" and "properties" in node:
@@ -163,6 +201,9 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
                 visit(value)
 
     visit(schema)
+    if bounds:
+        for name, extra in call_bounds(model, context).items():
+            merge_bounds(schema["properties"][name], extra)
     return schema
 
 
@@ -178,10 +219,28 @@ class SectionSpan(BaseModel):
         return _one_line(value).strip("\"'") if isinstance(value, str) else value
 
 
+# Longest section title the schema asks for (bounds the output cap; not validated).
+MAX_SECTION_TITLE_CHARS = 200
+
+
 class SectionsAnswer(BaseModel):
     """Semantic sections by line number. Only the shape is checked here: order, overlaps,
     gaps and tiny sections are repaired by ``propdex.sectioning.guards`` (a model that
-    returns imperfect sections still says something useful about the document)."""
+    returns imperfect sections still says something useful about the document).
+
+    Context keys (schema bounds and output cap only): ``first_line``, ``last_line`` and
+    ``max_sections``."""
 
     model_config = ConfigDict(extra="forbid")
     sections: Annotated[list[SectionSpan], Field(min_length=1)]
+
+    @classmethod
+    def schema_bounds(cls, context: dict[str, Any]) -> dict[str, Any]:
+        line = {"minimum": context.get("first_line", 0)}
+        if context.get("last_line") is not None:
+            line["maximum"] = context["last_line"]
+        span = {"title": {"maxLength": MAX_SECTION_TITLE_CHARS}, "start_line": line, "end_line": dict(line)}
+        bounds: dict[str, Any] = {"items": {"properties": span}}
+        if context.get("max_sections") is not None:
+            bounds["maxItems"] = context["max_sections"]
+        return {"sections": bounds}

@@ -16,6 +16,7 @@ class DocumentOutcome:
     chunks: int = 0
     propositions_kept: int = 0
     propositions_rejected: int = 0
+    propositions_ungraded: int = 0  # their chunk's grading failed: stored, not searchable
     chunk_failures: int = 0
     llm_calls: int = 0
     cached_llm_calls: int = 0
@@ -26,6 +27,8 @@ class DocumentOutcome:
     furniture_removed: int | None = None  # PDFs: running header/footer lines left out
     embed_truncated: int | None = None  # texts the embedder could not read whole; None = unknown
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    context_fallback: str | None = None  # title/summary from the offline backend, and why
+    structured_output: list[str] = field(default_factory=list)  # negotiated form per model
 
 
 @dataclass
@@ -51,13 +54,23 @@ class RunSummary:
         return bool(self.documents or self.removed or self.swept_rows)
 
     def totals(self) -> dict[str, float]:
-        keys = ("chunks", "propositions_kept", "propositions_rejected", "chunk_failures",
+        keys = ("chunks", "propositions_kept", "propositions_rejected", "propositions_ungraded",
+                "chunk_failures",
                 "llm_calls", "cached_llm_calls", "prompt_tokens", "completion_tokens",
                 "embeddings_computed")
         totals: dict[str, float] = {k: sum(getattr(d, k) for d in self.documents) for k in keys}
         # Endpoints cannot tell what they cut (None): the total counts what is known.
         totals["embed_truncated"] = sum(d.embed_truncated or 0 for d in self.documents)
         return totals
+
+    @property
+    def structured_output(self) -> list[str]:
+        """The structured-output form each model settled on, said once for the run."""
+        return sorted({note for d in self.documents for note in d.structured_output})
+
+    @property
+    def context_fallbacks(self) -> list[DocumentOutcome]:
+        return [d for d in self.documents if d.context_fallback]
 
     def stage_seconds(self) -> dict[str, float]:
         seconds: dict[str, float] = {}
@@ -70,6 +83,7 @@ class RunSummary:
         data = asdict(self)
         data.update(
             indexed=sum(d.status == "indexed" for d in self.documents),
+            structured_output=self.structured_output,
             failed=len(self.failed), totals=self.totals(), stage_seconds=self.stage_seconds(),
             wrote=self.wrote,
         )

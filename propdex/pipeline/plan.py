@@ -18,7 +18,6 @@ from propdex.settings import Settings
 from propdex.sources import Discovery, discover, is_under, matches_any
 from propdex.store import Index
 
-
 @dataclass
 class WorkItem:
     source: str
@@ -76,6 +75,13 @@ def unchanged_run_summary(plan: Plan, settings: Settings, seconds: float) -> Run
                       refused=plan.refused, seconds=seconds)
 
 
+def degraded(row: dict) -> bool:
+    """An indexed document with work left: chunks without propositions, a title or summary
+    from the offline fallback, or ungraded propositions. The next run retries it; answers
+    that succeeded come from the content cache, so only the failed calls are paid again."""
+    return bool(row.get("chunk_failures") or row.get("context_fallback") or row.get("ungraded_count"))
+
+
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
 ) -> Plan:
@@ -102,7 +108,7 @@ def make_plan(
             reason = "changed"
         elif row["pipeline_version"] != fingerprint:
             reason = "settings changed"
-        elif (row["status"] == "indexed" and not row.get("chunk_failures")) or (
+        elif (row["status"] == "indexed" and not degraded(row)) or (
             row["status"] != "indexed" and row.get("error_kind") == "input"
         ):
             # A failure that depends only on the file's bytes cannot succeed on the same bytes.

@@ -11,7 +11,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from propdex.cache import ResultCache, cache_key
 from propdex.deadlines import current_deadline, submit_with_deadline
-from propdex.errors import LLMOutputError
+from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
 from propdex.ids import prop_id_for
 from propdex.llm.base import LLMBackend
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, Proposition, Scores, Usage
@@ -57,9 +57,12 @@ def _grade(
 
 
 def _assemble(
-    chunk: Chunk, texts: list[str], scores: list[Scores], usage: Usage, settings: Settings
+    chunk: Chunk, texts: list[str], scores: list[Scores] | None, usage: Usage, settings: Settings,
+    error: str | None = None,
 ) -> ChunkPropositions:
+    """The chunk's propositions; ``scores`` None keeps them ungraded (never passed)."""
     thresholds = settings.thresholds()
+    graded = scores if scores is not None else [None] * len(texts)
     propositions = [
         Proposition(
             prop_id=prop_id_for(chunk.chunk_id, ordinal),
@@ -68,11 +71,11 @@ def _assemble(
             ordinal=ordinal,
             text=text,
             scores=score,
-            passed=score.passes(thresholds),
+            passed=score is not None and score.passes(thresholds),
         )
-        for ordinal, (text, score) in enumerate(zip(texts, scores, strict=True))
+        for ordinal, (text, score) in enumerate(zip(texts, graded, strict=True))
     ]
-    return ChunkPropositions(chunk.chunk_id, propositions, usage=usage)
+    return ChunkPropositions(chunk.chunk_id, propositions, error=error, usage=usage)
 
 
 def propositions_for_document(
@@ -83,10 +86,14 @@ def propositions_for_document(
 
     Extraction jobs for all chunks go to the shared pool at once; each chunk's grading job
     is submitted the moment its propositions arrive, so the pool never idles waiting for a
-    chunk's two calls in sequence. An answer that stays invalid fails only its chunk (the
-    reason is stored on the chunk row; no scores are invented). A configuration error (bad
-    key, unknown model) or a call that failed after its retries cancels the rest and
-    propagates, failing the document as a whole: no partial document is written.
+    chunk's two calls in sequence. An extraction answer that stays invalid fails only its
+    chunk (the reason is stored on the chunk row). A grading call that fails (an invalid or
+    cut-off answer, or a call failed after its retries) keeps the chunk's propositions
+    ungraded: stored without scores, never passed (so not searchable by default), counted
+    in the documents row, and retried on the next run; no scores are invented. A
+    configuration error (bad key, unknown model) or an extraction call that failed after
+    its retries cancels the rest and propagates, failing the document as a whole: no
+    partial document is written.
     """
     title = context.title
     usage: dict[str, Usage] = {c.chunk_id: Usage() for c in chunks}
@@ -108,14 +115,23 @@ def propositions_for_document(
                 stage, chunk = by_future.pop(future)
                 try:
                     value, spent = future.result()
-                except LLMOutputError as exc:
+                except LLMConfigurationError:
+                    raise
+                except LLMError as exc:
+                    if stage == "extract" and not isinstance(exc, LLMOutputError):
+                        raise
                     # Imported here: openai (which the client imports) takes ~0.5 s to import
                     # and an offline run never needs it.
                     from propdex.llm.client import error_usage
 
                     usage[chunk.chunk_id] += error_usage(exc)
-                    results[chunk.chunk_id] = ChunkPropositions(
-                        chunk.chunk_id, [], error=f"{stage}: {exc}", usage=usage[chunk.chunk_id])
+                    if stage == "extract":
+                        results[chunk.chunk_id] = ChunkPropositions(
+                            chunk.chunk_id, [], error=f"{stage}: {exc}", usage=usage[chunk.chunk_id])
+                    else:
+                        results[chunk.chunk_id] = _assemble(
+                            chunk, texts[chunk.chunk_id], None, usage[chunk.chunk_id], settings,
+                            error=f"{stage}: {exc}")
                     continue
                 usage[chunk.chunk_id] += spent
                 if stage == "extract":

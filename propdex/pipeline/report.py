@@ -32,6 +32,8 @@ def render_markdown(summary: RunSummary) -> str:
     furniture = [d.furniture_removed for d in indexed if d.furniture_removed is not None]
     if furniture:
         lines.append(f"| running header/footer lines removed | {sum(furniture)} |")
+    if summary.structured_output:
+        lines += ["", "Structured output: " + "; ".join(_cell(n) for n in summary.structured_output)]
     if summary.stopped:
         lines += ["", f"**Run stopped:** {_cell(summary.stopped)}"]
     if summary.refused:
@@ -50,15 +52,18 @@ def render_markdown(summary: RunSummary) -> str:
         lines += [f"| {stage} | {seconds:.2f} |" for stage, seconds in stages.items()]
     if summary.documents:
         lines += [
-            "", "| source | status | reason | chunks | kept | rejected | LLM calls | tokens | error |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "", "| source | status | reason | chunks | kept | rejected | ungraded | LLM calls | tokens | error |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for d in summary.documents:
             lines.append(
                 f"| {_cell(d.source)} | {d.status} | {_cell(d.reason)} | {d.chunks} | "
-                f"{d.propositions_kept} | {d.propositions_rejected} | {d.llm_calls} | "
-                f"{d.prompt_tokens + d.completion_tokens} | {_cell(d.error or '')} |"
+                f"{d.propositions_kept} | {d.propositions_rejected} | {d.propositions_ungraded} | "
+                f"{d.llm_calls} | {d.prompt_tokens + d.completion_tokens} | {_cell(d.error or '')} |"
             )
+    if summary.context_fallbacks:
+        lines += ["", "**Title or summary from the offline fallback (retried next run):**", ""]
+        lines += [f"- {_cell(d.source)}: {_cell(d.context_fallback)}" for d in summary.context_fallbacks]
     for title, items in (("Removed sources", summary.removed), ("Not found", summary.missing)):
         if items:
             lines += ["", f"**{title}:**", ""] + [f"- {_cell(s)}" for s in items]

@@ -45,8 +45,11 @@ def proposition_rows(
             rows.append({
                 "prop_id": p.prop_id, "chunk_id": p.chunk_id, "doc_id": p.doc_id,
                 "ordinal": p.ordinal, "text": p.text,
-                "accuracy": p.scores.accuracy, "clarity": p.scores.clarity,
-                "completeness": p.scores.completeness, "conciseness": p.scores.conciseness,
+                # No scores (null) when the chunk's grading failed: ungraded, not passed.
+                **({"accuracy": p.scores.accuracy, "clarity": p.scores.clarity,
+                    "completeness": p.scores.completeness, "conciseness": p.scores.conciseness}
+                   if p.scores is not None else
+                   dict.fromkeys(("accuracy", "clarity", "completeness", "conciseness"))),
                 "passed": p.passed, "page_start": parent.page_start, "page_end": parent.page_end,
                 "source": doc.source, "content_sha256": doc.content_sha256,
                 "llm_model": settings.model_for("propositions"), "prompt_version": prompt_version,
@@ -62,14 +65,21 @@ def document_row(
     fingerprint: str, run_id: str, usage: Usage, embed_truncated: int | None = None,
 ) -> dict:
     propositions = [p for o in outcomes for p in o.propositions]
-    failures = [o for o in outcomes if o.error]
+    failures = [o for o in outcomes if o.error and not o.propositions]  # extraction failed
+    ungraded = [o for o in outcomes if o.ungraded]  # grading failed: propositions kept ungraded
+    problems = []
+    if failures:
+        problems.append(f"{len(failures)} chunk(s) without propositions: {failures[0].error}")
+    if ungraded:
+        count = sum(o.ungraded for o in ungraded)
+        problems.append(f"{count} proposition(s) of {len(ungraded)} chunk(s) ungraded: {ungraded[0].error}")
     now = utc_now()
     return {
         "doc_id": doc.doc_id, "source": doc.source, "content_sha256": doc.content_sha256,
         "kind": doc.kind, "text": doc.text, "title": context.title, "summary": context.summary,
         "page_count": doc.page_count, "status": "indexed",
-        "error": f"{len(failures)} chunk(s) without propositions: {failures[0].error}" if failures else None,
-        "error_kind": "llm" if failures else None,
+        "error": "; ".join(problems) or None,
+        "error_kind": "llm" if problems else None,
         "chunk_count": len(chunks), "proposition_count": len(propositions),
         "passed_count": sum(p.passed for p in propositions), "chunk_failures": len(failures),
         "llm_model": settings.model_for("propositions"), "embed_model": settings.embed_model_name,
@@ -79,6 +89,9 @@ def document_row(
         "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
         "ocr": doc.ocr, "embed_truncated": embed_truncated,
         "encoding": doc.encoding, "furniture_removed": doc.furniture_removed,
+        # Degradation, in lineage; either makes the planner retry the document next run.
+        "context_fallback": context.fallback,
+        "ungraded_count": sum(o.ungraded for o in outcomes),
     }
 
 

@@ -16,7 +16,7 @@ from propdex.llm.client import LLMClient
 from propdex.llm.prompts import load_prompt
 from propdex.llm.schemas import SectionsAnswer
 from propdex.models import SectionHint, Usage
-from propdex.sectioning.guards import LineSection, repair_sections
+from propdex.sectioning.guards import MIN_SECTION_CHARS, LineSection, repair_sections
 from propdex.sectioning.lines import Lines
 from propdex.settings import Settings
 
@@ -53,11 +53,16 @@ def llm_sections(text: str, settings: Settings, source: str = "") -> tuple[list[
                 usage += Usage(cached_calls=1)
             else:
                 messages = prompt.messages(
-                    describe_format=not settings.llm_json_schema, first_line=first,
+                    describe_format=False, first_line=first,
                     last_line=last, extent=f"Lines {first} to {last} of a document of {len(lines)} lines.",
                     document=numbered,
                 )
-                parsed, spent = client.chat_json(model, messages, SectionsAnswer, step=STEP)
+                # Bounds for the schema and the output cap: sections under
+                # MIN_SECTION_CHARS are merged away, so a window holds at most this many.
+                bounds = {"first_line": first, "last_line": last,
+                          "max_sections": min(last - first + 1, len(numbered) // MIN_SECTION_CHARS + 1)}
+                parsed, spent = client.chat_json(model, messages, SectionsAnswer, step=STEP,
+                                                 context=bounds, answer_format=prompt.format)
                 usage += spent
                 answer = [vars(s) for s in parsed.sections]
                 cache.put_llm(key, STEP, answer)

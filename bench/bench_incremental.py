@@ -83,9 +83,9 @@ def hash_seconds(paths: list[Path]) -> float:
     return time.perf_counter() - started
 
 
-def unchanged_rerun(work: Path, rounds: int, baseline: str | None) -> None:
+def unchanged_rerun(work: Path, rounds: int, baseline: str | None, corpus_dir: Path) -> None:
     sources = write_generated(work / "generated")
-    corpus = [CORPUS / name for name in CORPUS_FILES if (CORPUS / name).is_file()]
+    corpus = [corpus_dir / name for name in CORPUS_FILES if (corpus_dir / name).is_file()]
     files = sources + corpus
     arguments = [str(work / "generated"), *map(str, corpus)]
     env = dict(os.environ, PREFECT_HOME=str(work / "prefect-home"), PROPDEX_LLM="offline",
@@ -138,8 +138,8 @@ def live_chunks(db: Path) -> list[dict]:
             for row in index.live_rows("chunks", ["text"], doc["doc_id"])]
 
 
-def one_page_edit(work: Path) -> None:
-    source = CORPUS / "levels_of_agi.pdf"
+def one_page_edit(work: Path, corpus_dir: Path) -> None:
+    source = corpus_dir / "levels_of_agi.pdf"
     if not source.is_file():
         print(f"(b) skipped: {source} not found (the shared corpus sits beside the dev checkout)")
         return
@@ -175,11 +175,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", metavar="REV",
                         help="also time the unchanged re-run of this git revision, alternating")
+    parser.add_argument("--corpus", type=Path, default=CORPUS,
+                        help="folder of the shared corpus (default: shared/corpus beside the checkout)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="propdex-bench-incremental-") as tmp:
         work = Path(tmp)
-        unchanged_rerun(work, args.rounds, args.baseline)
-        one_page_edit(work)
+        unchanged_rerun(work, args.rounds, args.baseline, args.corpus)
+        one_page_edit(work, args.corpus)
 
 
 if __name__ == "__main__":

@@ -216,7 +216,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 STATUS_FIELDS = ("source", "status", "error", "chunk_count", "proposition_count", "passed_count",
                  "content_sha256", "title", "ingested_at", "last_attempt_at", "run_id",
                  "last_run_id", "doc_id", "page_count", "llm_model", "embed_model",
-                 "prompt_tokens", "completion_tokens", "llm_calls")
+                 "prompt_tokens", "completion_tokens", "llm_calls", "context_fallback",
+                 "ungraded_count", "embed_truncated", "encoding", "furniture_removed")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -229,6 +230,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("the index is empty")
     for row in rows:
         error = f"  ({row['error']})" if row["error"] else ""
+        if row["context_fallback"]:
+            error += f"  [fallback: {row['context_fallback']}]"
+        if row["ungraded_count"]:
+            error += f"  [{row['ungraded_count']} ungraded]"
         attempted = str(row["last_attempt_at"] or row["ingested_at"] or "")[:19]
         print(f"{row['status']:8} {row['chunk_count'] or 0:5} chunks {row['proposition_count'] or 0:6} "
               f"propositions  sha256 {(row['content_sha256'] or '')[:12]}  last run "

@@ -157,3 +157,17 @@ def test_a_runaway_answer_is_stopped_at_its_cap_and_nothing_of_it_is_stored(llm_
                                           f"answer cut off at its output cap (max_tokens={cap}")
     document = _rows(tmp_path / "db", "documents")[0]
     assert ("indexed", 0, 1) == (document["status"], document["proposition_count"], document["chunk_failures"])
+
+
+def test_status_names_the_fallback(llm_env, tmp_path, monkeypatch, capsys):
+    from propdex.cli import main
+
+    monkeypatch.setenv("PROPDEX_LLM_MAX_TOKENS", json.dumps({"summary": 5}))
+    _ingest([make_pdf(tmp_path / "eiffel.pdf", PAGES)], tmp_path / "db")
+    capsys.readouterr()
+
+    assert 0 == main(["status", "--db", str(tmp_path / "db"), "--json"])
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["context_fallback"].startswith("summary: offline fallback")
+    assert 0 == main(["status", "--db", str(tmp_path / "db")])
+    assert "[fallback: summary: offline fallback" in capsys.readouterr().out

@@ -427,6 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # invalid settings from the environment or flags
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`propdex search ... | head`): not an error of ours. Point
+        # stdout at devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -204,3 +204,17 @@ def test_a_prefect_home_that_cannot_be_created_is_a_clear_error(tmp_path):
 
     message = f"propdex: cannot create Prefect's home {blocker / 'prefect'} (PREFECT_HOME): Not a directory"
     assert (1, True) == (done.returncode, message in done.stderr)
+
+
+def test_search_output_cut_short_by_its_reader_is_not_an_error(tmp_path):
+    import subprocess
+    import sys
+
+    script = ("import sys; from propdex.cli import main; "
+              "sys.exit(main(['search', 'anything', '--db', sys.argv[1], '--mode', 'fts']))")
+    reader = subprocess.Popen(["head", "-c", "0"], stdin=subprocess.PIPE)
+    reader.wait()  # gone before propdex writes: every write hits a closed pipe
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "db")],
+                          stdout=reader.stdin, stderr=subprocess.PIPE, text=True)
+
+    assert (0, "") == (done.returncode, done.stderr)

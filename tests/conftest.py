@@ -33,3 +33,13 @@ def corpus() -> Path:
 
 
 from tests.scripted_fixtures import scripted_server  # noqa: E402,F401  (fixture)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_negotiations():
+    """Each test's scripted server negotiates from scratch: servers of earlier tests may have
+    had the same port, and what they accepted is remembered per URL for the process."""
+    from propdex.llm.structured import forget_negotiations
+
+    forget_negotiations()
+    yield

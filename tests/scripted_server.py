@@ -275,11 +275,11 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256  # benchmarks open dozens of connections at once
     allow_reuse_address = True
 
-    def __init__(self, scripted: ScriptedServer):
+    def __init__(self, scripted: ScriptedServer, port: int = 0):
         self.scripted = scripted
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def get_request(self):  # type: ignore[override]
         sock, address = super().get_request()
@@ -418,6 +418,7 @@ class ScriptedServer:
         prompt_scorer: PromptScorer | None = None,
         refused_formats: tuple[str, ...] = (),
         refused_fields: tuple[str, ...] = (),
+        port: int = 0,  # 0 = a free port; a given one lets a test put a new server at an old URL
     ):
         self.latency_ms = latency_ms  # added to every POST
         self.embed_dim = embed_dim
@@ -426,6 +427,7 @@ class ScriptedServer:
         self.prompt_scorer = prompt_scorer
         self.refused_formats = refused_formats  # response_format types answered with HTTP 500
         self.refused_fields = refused_fields  # request fields answered with HTTP 400
+        self.port = port
         self._lock = threading.Lock()
         self._queues: dict[str | None, deque[Action]] = {}
         self._requests: list[RecordedRequest] = []
@@ -439,7 +441,7 @@ class ScriptedServer:
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> ScriptedServer:
         self._stopping.clear()
-        self._httpd = _HTTPServer(self)
+        self._httpd = _HTTPServer(self, self.port)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
             name="scripted-openai-server",

@@ -118,3 +118,13 @@ def test_string_bounds_too_long_for_a_grammar_are_left_out(step, expected):
         sent = next(r.body["response_format"] for r in server.requests
                     if r.step == step and r.status == 200)
     assert expected == sent["schema"]["properties"][step].get("maxLength")
+
+
+def test_a_server_refusing_the_settled_form_is_negotiated_again():
+    with ScriptedServer() as first:
+        run_steps(first)  # settles json_schema+bounds for this URL
+        url = first.url
+    port = int(url.rsplit(":", 1)[1])
+    with ScriptedServer(refused_formats=("json_schema",), port=port) as second:
+        assert ["json_schema+bounds", "json_schema", "json_object+schema",
+                "json_object+schema"] == run_steps(second)

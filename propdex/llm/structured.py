@@ -176,8 +176,17 @@ class Negotiation:
         in turn until one is accepted. ``attempt`` raises ``Refused`` for a status in
         ``refusal_statuses``; the last form is given only 400/422 (a 500 there is retried as
         any other), and a refusal of it propagates to the caller."""
-        if self.mode is not None:
-            return attempt(self.mode, self.cap_field, frozenset())
+        settled_mode = self.mode
+        if settled_mode is not None:
+            try:
+                return attempt(settled_mode, self.cap_field, self._refusable(settled_mode))
+            except Refused as refusal:
+                if settled_mode == self.modes[-1]:
+                    raise  # nothing left to fall back to: the request itself is refused
+                # The server behind the URL changed (restarted with other flags, or another
+                # server took the port): what it accepted before is refused now.
+                self._reopen(settled_mode, refusal)
+                return self.run(attempt)
         with self._lock:  # the first request negotiates; the others wait for its outcome
             if self.mode is not None:
                 settled = True
@@ -185,6 +194,21 @@ class Negotiation:
                 settled = False
                 result = self._negotiate(attempt)
         return attempt(self.mode, self.cap_field, frozenset()) if settled else result
+
+    def _refusable(self, mode: str) -> frozenset[int]:
+        """Statuses that count as a refusal of ``mode``: none of the last form's 500s."""
+        return REFUSAL_STATUSES - {500} if mode == self.modes[-1] else REFUSAL_STATUSES
+
+    def _reopen(self, mode: str, refusal: Refused) -> None:
+        """Negotiate again from the form after ``mode``, which the server now refuses."""
+        with self._lock:
+            if self.mode != mode:
+                return  # another thread re-opened it already
+            log.warning("%s (model %s) now refuses %s; negotiating the request form again",
+                        self.server, self.model, mode)
+            self.refusals.append(f"{mode}: {' '.join(str(refusal).split())}"[:160])
+            self.modes = self.modes[self.modes.index(mode) + 1:]
+            self.mode = None
 
     def _negotiate(self, attempt: Callable[[str, str, frozenset[int]], T]) -> T:
         index, switched_field = 0, False
@@ -225,6 +249,12 @@ def negotiation_for(base_url: str, server: str, model: str, first_mode: str, cap
         if found is None:
             found = _registry[key] = Negotiation(server, model, MODES[MODES.index(first_mode):], cap_field)
         return found
+
+
+def forget_negotiations() -> None:
+    """Forget every settled negotiation of this process (the next request negotiates anew)."""
+    with _registry_lock:
+        _registry.clear()
 
 
 def negotiated_notes(base_url: str) -> list[str]:

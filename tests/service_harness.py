@@ -4,10 +4,7 @@ server's embeddings reproduce (so a query equal to a proposition's text finds it
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
+from tests.prefect_server import free_port, start_process, stop_process, wait_for
 from tests.scripted_server import ScriptedServer, hashed_vector
 from tests.store_rows import DIM, make_version
 
@@ -29,12 +27,6 @@ def scripted() -> Iterator[ScriptedServer]:
     server = ScriptedServer(embed_dim=DIM).start()
     yield server
     server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def scripted_vector(text: str) -> np.ndarray:
@@ -68,34 +60,23 @@ def running_service(db: Path, env: dict[str, str], *args: str) -> Iterator[str]:
     """`propdex serve --db DB` in a subprocess; yields its base URL once /health answers."""
     port = free_port()
     environment = {**os.environ, **env, "PYTHONPATH": str(REPO)}
-    log = db.parent / f"serve-{port}.log"
-    with open(log, "w") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port),
-             *args], env=environment, stdout=output, stderr=subprocess.STDOUT)
+    process = start_process(
+        "propdex serve",
+        [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port), *args],
+        environment, db.parent / f"serve-{port}.log")
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {env['PROPDEX_API_TOKEN']}"} \
         if "PROPDEX_API_TOKEN" in env else {}
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(url + "/health", headers=headers, timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"propdex serve exited {process.returncode}: "
-                                   f"{log.read_text()}")
-            try:
-                if httpx.get(url + "/health", headers=headers, timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"propdex serve did not answer in {START_TIMEOUT_S} s: "
-                                   f"{log.read_text()}")
-            time.sleep(0.2)
+        wait_for(healthy, timeout=START_TIMEOUT_S, what="propdex serve to answer /health",
+                 interval=0.2, alive=process.check_alive)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)

@@ -11,10 +11,8 @@ every call here is kept small.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
+import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +30,7 @@ gemma = pytest.importorskip(
 from propdex.llm.client import CallRecord, negotiation_of  # noqa: E402
 from propdex.llm.openai_backend import OpenAIBackend  # noqa: E402
 from propdex.settings import Settings  # noqa: E402
+from tests.prefect_server import free_port, start_process, stop_process, wait_for  # noqa: E402
 
 MODEL = "gemma-3-270m"
 STARTUP_SECONDS = 180
@@ -41,44 +40,30 @@ TEXT = (
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory) -> Iterator[str]:
     """llama-cpp-python's server on 127.0.0.1; its base URL."""
     model = gemma.assemble(tmp_path_factory.mktemp("gguf") / gemma.MODEL_NAME)
     port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
-            stdout=out, stderr=subprocess.STDOUT)
+    process = start_process(
+        "llama-cpp-python's server",
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
+        dict(os.environ), tmp_path_factory.mktemp("llama") / "server.log")
     url = f"http://127.0.0.1:{port}/v1"
+
+    def answering() -> bool:
+        try:
+            return httpx.get(f"{url}/models", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"llama-cpp-python's server exited: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama-cpp-python's server did not start in {STARTUP_SECONDS} s")
-            time.sleep(0.5)
+        wait_for(answering, timeout=STARTUP_SECONDS, what="llama-cpp-python's server to start",
+                 interval=0.5, alive=process.check_alive)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, grace=30)
 
 
 def real_settings(url: str, **overrides) -> Settings:

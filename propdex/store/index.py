@@ -284,8 +284,9 @@ class Index:
         if table is None:
             return []
         # An index written by an older propdex may lack newer columns: they read as null.
-        present = [c for c in columns if c in table.schema.names]
-        absent = [c for c in columns if c not in present]
+        stored = set(table.schema.names)  # one schema lookup: each is a round trip to Lance
+        present = [c for c in columns if c in stored]
+        absent = [c for c in columns if c not in stored]
         with self._storage(f"read {name}"):
             query = table.search().select(present)
             if where:

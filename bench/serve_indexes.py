@@ -43,7 +43,7 @@ PROPS_PER_CHUNK = 10
 CHUNKS_PER_DOC = 10
 RUN_ID = "bench-run-1"
 BATCH = 100_000
-FORMAT = "1"  # bump when the layout below changes, so cached indexes are rebuilt
+FORMAT = "2"  # bump when the layout below or optimize()'s indexes change, so cached indexes are rebuilt
 
 
 @dataclass

@@ -20,9 +20,12 @@ This module reads LanceDB only; it must not import Prefect (search starts in a s
 from __future__ import annotations
 
 import fnmatch
+import functools
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -52,6 +55,51 @@ _MIN_DEPTH = 50
 _CHUNK_COLUMNS = ["chunk_id", "doc_id", "run_id", "text", "header", "section", "page_start",
                   "page_end", "char_start", "char_end"]
 _PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end"]
+
+
+# The rankings of one search run at once: each is a LanceDB query whose work happens in Rust
+# without the GIL, so on two cores the default search (four rankings) takes about the time
+# of its two slowest instead of the sum (bench/bench_serve.py). The pool is shared by all
+# searches of a process; the calling thread runs one ranking itself, and pool workers never
+# wait on the pool, so concurrent searches queue but cannot deadlock.
+_RANKING_WORKERS = 8
+T = TypeVar("T")
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _ranking_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_RANKING_WORKERS, thread_name_prefix="propdex-search")
+        return _pool
+
+
+def _all_at_once(calls: list[Callable[[], T]]) -> list[T]:
+    """Results of ``calls`` in order, run concurrently (the last one in this thread)."""
+    if len(calls) < 2:
+        return [call() for call in calls]
+    futures: list[Future[T]] = [_ranking_pool().submit(call) for call in calls[:-1]]
+    last = calls[-1]()
+    return [future.result() for future in futures] + [last]
+
+
+class _OnceVector:
+    """The query vector, computed at most once by whichever ranking asks first."""
+
+    def __init__(self, source: np.ndarray | Callable[[], np.ndarray] | None):
+        self._source = source
+        self._vector: np.ndarray | None = (
+            None if source is None or callable(source) else np.asarray(source))
+        self._lock = threading.Lock()
+
+    def __call__(self) -> np.ndarray:
+        if self._vector is None:
+            with self._lock:
+                if self._vector is None:
+                    self._vector = np.asarray(self._source())  # type: ignore[misc, operator]
+        return self._vector
 
 
 @dataclass
@@ -86,7 +134,7 @@ class _Ranked:
 def search(
     index: Index,
     query: str,
-    query_vector: np.ndarray | None,
+    query_vector: np.ndarray | Callable[[], np.ndarray] | None,
     *,
     level: Level = DEFAULT_LEVEL,
     mode: Mode = DEFAULT_MODE,
@@ -94,7 +142,10 @@ def search(
     doc_ids: list[str] | None = None,
     source_glob: str | None = None,
 ) -> list[SearchResult]:
-    """The top ``k`` results for ``query``; [] when the index is empty or does not exist."""
+    """The top ``k`` results for ``query``; [] when the index is empty or does not exist.
+
+    ``query_vector`` may be a function that embeds the query: it is then called once, by the
+    first vector ranking, while the full-text rankings already run."""
     if level not in ("propositions", "chunks", "both"):
         raise ValueError(f"unknown level {level!r}")
     if mode not in ("vector", "fts", "hybrid"):
@@ -110,15 +161,16 @@ def search(
     if not live or allowed == []:
         return []
     scope = p.in_list("doc_id", allowed) if allowed is not None else ""
+    vector = _OnceVector(query_vector)
 
     prop_where = p.all_of("passed = true", scope) if scope else "passed = true"
     if level == "propositions":
-        return _proposition_results(index, query, query_vector, mode, k, prop_where, live,
+        return _proposition_results(index, query, vector, mode, k, prop_where, live,
                                     documents)[:k]
     if level == "chunks":
-        return _chunk_results(index, query, query_vector, mode, k, scope or None, live,
+        return _chunk_results(index, query, vector, mode, k, scope or None, live,
                               documents)[:k]
-    return _fused_results(index, query, query_vector, mode, k, prop_where, scope or None, live,
+    return _fused_results(index, query, vector, mode, k, prop_where, scope or None, live,
                           documents)
 
 
@@ -137,23 +189,33 @@ def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
     )
 
 
-def _ranked(index: Index, table: str, query: str, vector: np.ndarray | None, mode: Mode,
+def _ranked(index: Index, table: str, query: str, vector: _OnceVector, mode: Mode,
             depth: int, columns: list[str], where: str | None, live: dict[str, str]) -> _Ranked:
     key = "prop_id" if table == PROPOSITIONS else "chunk_id"
 
     def is_live(row: dict) -> bool:
         return live.get(row["doc_id"]) == row["run_id"]
 
+    def by_vector() -> list[dict]:
+        rows = index.vector_search(table, vector(), limit=depth, columns=columns, where=where)
+        for row in rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+        return rows
+
+    def by_text() -> list[dict]:
+        rows = index.text_search(table, query, limit=depth, columns=columns, where=where)
+        for row in rows:
+            row["score"] = float(row.pop("_score"))
+        return rows
+
     vector_rows: list[dict] = []
     text_rows: list[dict] = []
-    if mode in ("vector", "hybrid"):
-        vector_rows = index.vector_search(table, vector, limit=depth, columns=columns, where=where)
-        for row in vector_rows:
-            row["score"] = 1.0 - float(row.pop("_distance"))
-    if mode in ("fts", "hybrid"):
-        text_rows = index.text_search(table, query, limit=depth, columns=columns, where=where)
-        for row in text_rows:
-            row["score"] = float(row.pop("_score"))
+    if mode == "hybrid":
+        vector_rows, text_rows = _all_at_once([by_vector, by_text])
+    elif mode == "vector":
+        vector_rows = by_vector()
+    else:
+        text_rows = by_text()
     exhausted = len(vector_rows) < depth and len(text_rows) < depth
     if mode == "vector":
         return _Ranked([r for r in vector_rows if is_live(r)], exhausted)
@@ -180,7 +242,7 @@ def reciprocal_rank_fusion(rankings: list[list[dict]], key: Callable[[dict], str
     return [{**first_seen[rk], "score": fused[rk]} for rk in ordered]
 
 
-def _fetch_groups(index: Index, table: str, query: str, vector: np.ndarray | None, mode: Mode,
+def _fetch_groups(index: Index, table: str, query: str, vector: _OnceVector, mode: Mode,
                   k: int, columns: list[str], where: str | None, live: dict[str, str],
                   ) -> dict[str, list[dict]]:
     """Live rows grouped by chunk_id (groups in order of their best row), at least ``k``
@@ -196,7 +258,7 @@ def _fetch_groups(index: Index, table: str, query: str, vector: np.ndarray | Non
         depth *= 4
 
 
-def _proposition_results(index: Index, query: str, vector: np.ndarray | None, mode: Mode, k: int,
+def _proposition_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
                          where: str, live: dict[str, str], documents: dict[str, dict],
                          ) -> list[SearchResult]:
     groups = _fetch_groups(index, PROPOSITIONS, query, vector, mode, k, _PROP_COLUMNS, where, live)
@@ -223,7 +285,7 @@ def _live_chunks(index: Index, chunk_ids: list[str], live: dict[str, str]) -> di
     return {r["chunk_id"]: r for r in rows if live.get(r["doc_id"]) == r["run_id"]}
 
 
-def _chunk_results(index: Index, query: str, vector: np.ndarray | None, mode: Mode, k: int,
+def _chunk_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
                    where: str | None, live: dict[str, str], documents: dict[str, dict],
                    ) -> list[SearchResult]:
     groups = _fetch_groups(index, CHUNKS, query, vector, mode, k, _CHUNK_COLUMNS, where, live)
@@ -240,17 +302,20 @@ def _chunk_results(index: Index, query: str, vector: np.ndarray | None, mode: Mo
     return results
 
 
-def _fused_results(index: Index, query: str, vector: np.ndarray | None, mode: Mode, k: int,
+def _fused_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
                    prop_where: str, chunk_where: str | None, live: dict[str, str],
                    documents: dict[str, dict]) -> list[SearchResult]:
     """Chunk-level RRF of every (table, signal) ranking: hybrid fuses four rankings
     (propositions and chunks, each by vector and by BM25), vector or fts two."""
     depth = max(k, FUSION_DEPTH)
     signals: list[Mode] = ["vector", "fts"] if mode == "hybrid" else [mode]
-    prop_rankings = [_fetch_groups(index, PROPOSITIONS, query, vector, signal, depth,
-                                   _PROP_COLUMNS, prop_where, live) for signal in signals]
-    chunk_rankings = [_fetch_groups(index, CHUNKS, query, vector, signal, depth, _CHUNK_COLUMNS,
-                                    chunk_where, live) for signal in signals]
+    # Each ranking is one signal (no nested hybrid), so these are the only concurrent calls.
+    rankings = _all_at_once(
+        [functools.partial(_fetch_groups, index, PROPOSITIONS, query, vector, signal, depth,
+                           _PROP_COLUMNS, prop_where, live) for signal in signals]
+        + [functools.partial(_fetch_groups, index, CHUNKS, query, vector, signal, depth,
+                             _CHUNK_COLUMNS, chunk_where, live) for signal in signals])
+    prop_rankings, chunk_rankings = rankings[:len(signals)], rankings[len(signals):]
     fused = reciprocal_rank_fusion(
         [[{"chunk_id": chunk_id} for chunk_id in ranking]
          for ranking in prop_rankings + chunk_rankings],

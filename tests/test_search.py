@@ -190,6 +190,36 @@ def test_reciprocal_rank_fusion_sums_reciprocal_ranks():
         (r["id"], pytest.approx(r["score"])) for r in fused]
 
 
+@pytest.mark.parametrize("level", ["propositions", "chunks", "both"])
+def test_a_query_vector_given_as_a_function_is_computed_once_and_gives_the_same_results(
+        index, level):
+    query = unit([0.2, 0.1, 0.1, 0, 1.0, 0, 0, 0])
+    calls = []
+
+    def embed() -> np.ndarray:
+        calls.append(1)
+        return query
+
+    lazy = search(index, "owls honey", embed, level=level, mode="hybrid", k=4)
+    eager = search(index, "owls honey", query, level=level, mode="hybrid", k=4)
+    assert ([r.to_dict() for r in eager], 1) == ([r.to_dict() for r in lazy], len(calls))
+
+
+def test_a_full_text_search_never_computes_the_query_vector(index):
+    def embed() -> np.ndarray:
+        raise AssertionError("full-text search embedded the query")
+
+    assert ["alpha:c0"] == ids(search(index, "owls", embed, level="chunks", mode="fts", k=1))
+
+
+def test_an_error_in_one_concurrent_ranking_reaches_the_caller(index):
+    def embed() -> np.ndarray:
+        raise RuntimeError("embedding endpoint down")
+
+    with pytest.raises(RuntimeError, match="embedding endpoint down"):
+        search(index, "owls", embed, level="both", mode="hybrid")
+
+
 def test_vector_search_without_a_vector_is_refused(index):
     with pytest.raises(ValueError, match="needs a query vector"):
         search(index, "owls", None, mode="hybrid")

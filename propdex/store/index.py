@@ -49,7 +49,10 @@ from propdex.store.schema import (
 # at 1M rows IVF_FLAT builds in 72 s and answers in 8 ms p50 at recall@10 0.991 (LanceDB flat:
 # 1964 ms); at 100k, 5 ms at 0.986 (build 10.6 s) against IVF_HNSW_SQ's 96 s build for 0.965
 # with refine_factor 2 (0.908 without). IVF_FLAT's distances are exact, so no refine step.
-VECTOR_INDEX_THRESHOLD = 50_000
+# The threshold is low because a flat LanceDB search reads every vector of the table on each
+# query: 9.5 ms for the 10k chunks of a 100k-proposition index against 5.6 ms with the index
+# (bench/bench_serve.py), and the default search runs a vector search on each table.
+VECTOR_INDEX_THRESHOLD = 5_000
 VECTOR_INDEX_NPROBES = 40
 # optimize() only appends new rows to the trained partitions, so they grow with the table;
 # once it holds this many times the rows the index was trained on, the index is re-trained.

@@ -54,7 +54,8 @@ _MIN_DEPTH = 50
 
 _CHUNK_COLUMNS = ["chunk_id", "doc_id", "run_id", "text", "header", "section", "page_start",
                   "page_end", "char_start", "char_end"]
-_PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end"]
+_PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end",
+                 "passed"]
 
 
 # The rankings of one search run at once: each is a LanceDB query whose work happens in Rust
@@ -163,7 +164,12 @@ def search(
     scope = p.in_list("doc_id", allowed) if allowed is not None else ""
     vector = _OnceVector(query_vector)
 
-    prop_where = p.all_of("passed = true", scope) if scope else "passed = true"
+    # Rejected propositions are dropped as rows come back (``_ranked``) rather than by a
+    # LanceDB prefilter, which masks every row of the table first: at 1M propositions that
+    # cost a vector search 17 ms of CPU of its 40 (bench/bench_serve.py). They are a minority,
+    # and too few rows left after dropping them make _fetch_groups fetch deeper. A document
+    # scope stays a prefilter: afterwards it could leave almost nothing.
+    prop_where = p.all_of("passed = true", scope) if scope else None
     if level == "propositions":
         return _proposition_results(index, query, vector, mode, k, prop_where, live,
                                     documents)[:k]
@@ -194,7 +200,8 @@ def _ranked(index: Index, table: str, query: str, vector: _OnceVector, mode: Mod
     key = "prop_id" if table == PROPOSITIONS else "chunk_id"
 
     def is_live(row: dict) -> bool:
-        return live.get(row["doc_id"]) == row["run_id"]
+        # Chunks have no "passed"; a proposition counts only when it passed its grading.
+        return live.get(row["doc_id"]) == row["run_id"] and row.get("passed", True) is True
 
     def by_vector() -> list[dict]:
         rows = index.vector_search(table, vector(), limit=depth, columns=columns, where=where)
@@ -259,7 +266,7 @@ def _fetch_groups(index: Index, table: str, query: str, vector: _OnceVector, mod
 
 
 def _proposition_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
-                         where: str, live: dict[str, str], documents: dict[str, dict],
+                         where: str | None, live: dict[str, str], documents: dict[str, dict],
                          ) -> list[SearchResult]:
     groups = _fetch_groups(index, PROPOSITIONS, query, vector, mode, k, _PROP_COLUMNS, where, live)
     parents = _live_chunks(index, list(groups), live)
@@ -303,7 +310,7 @@ def _chunk_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k:
 
 
 def _fused_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
-                   prop_where: str, chunk_where: str | None, live: dict[str, str],
+                   prop_where: str | None, chunk_where: str | None, live: dict[str, str],
                    documents: dict[str, dict]) -> list[SearchResult]:
     """Chunk-level RRF of every (table, signal) ranking: hybrid fuses four rankings
     (propositions and chunks, each by vector and by BM25), vector or fts two."""

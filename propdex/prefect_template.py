@@ -10,6 +10,9 @@ to do (~0.03 s). So the SQL dump of a database Prefect itself migrated ships wit
 (``prefect_template.sql``, rebuilt by ``python -m propdex.prefect_template build``); its header
 names the Prefect version and a digest of the SQLite migration scripts it was built with, and
 it is used only when both match the installed Prefect. Otherwise Prefect migrates as always.
+Two builds may list a recreated table's constraints in another order (Alembic's batch mode
+writes them in set order), as two of Prefect's own migrations do; the schema is the same, and
+tests/test_prefect_template.py compares it that way.
 """
 
 from __future__ import annotations

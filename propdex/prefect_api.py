@@ -5,8 +5,9 @@ flow first asks for a client, and waits for it: importing the server (also into 
 process, for ``SubprocessASGIServer``), migrating a new database and registering block types
 take most of a first run. Launching the same subprocess as soon as the CLI knows a flow run is
 coming lets that work run on the other core while the CLI imports the flow and loads the
-model. A configured server (``PREFECT_API_URL`` in the environment, a profile or prefect.toml)
-is used as it is.
+model, and a new Prefect home gets a database already migrated (propdex.prefect_template), so
+the server skips Prefect's migrations. A configured server (``PREFECT_API_URL`` in the
+environment, a profile or prefect.toml) is used as it is.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from propdex.errors import PrefectStartError
+from propdex.prefect_template import default_sqlite_database, place_migrated_database
+
+if TYPE_CHECKING:
+    from prefect.settings import Settings
 
 # uvicorn's exit code when start-up fails, e.g. because another process took the port since
 # it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
@@ -37,13 +42,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(port: int) -> subprocess.Popen:
-    """Prefect's own ephemeral server command (prefect.server.api.server.SubprocessASGIServer):
-    the API without the UI, running only the services an ephemeral server runs."""
-    import prefect
-    from prefect.settings import get_current_settings
-
-    settings = get_current_settings()
+def prepare_prefect_home(settings: Settings) -> None:
+    """Create Prefect's home (``settings``: Prefect's) and, when the server's database there
+    is Prefect's default and does not exist yet, place it already migrated: the server's
+    migration step is then a no-op instead of 114 migrations (~4.4 s of CPU) on its critical
+    path."""
     # The server's SQLite database lives in PREFECT_HOME, which Prefect creates when the flow
     # side first imports it: possibly after the server has tried to open the database.
     try:
@@ -52,6 +55,19 @@ def _launch(port: int) -> subprocess.Popen:
         raise PrefectStartError(
             f"cannot create Prefect's home {settings.home} (PREFECT_HOME): {exc.strerror or exc}"
         ) from exc
+    database = default_sqlite_database(settings)
+    if database is not None:
+        place_migrated_database(database)
+
+
+def _launch(port: int) -> subprocess.Popen:
+    """Prefect's own ephemeral server command (prefect.server.api.server.SubprocessASGIServer):
+    the API without the UI, running only the services an ephemeral server runs."""
+    import prefect
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    prepare_prefect_home(settings)
     env = {
         # Registering Prefect's block types in a new database costs ~1.5 s of CPU on the
         # server's critical path; a CLI flow run uses no block. A full `prefect server start`

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from prefect.settings import Settings
 
-from propdex.prefect_api import prepare_prefect_home
+from propdex.prefect_api import prepare_prefect_home, server_environment
 from propdex.prefect_template import (
-    TEMPLATE, default_sqlite_database, migrated_database, place_migrated_database,
-    template_header,
+    TEMPLATE, at_installed_head, default_sqlite_database, migrated_database,
+    place_migrated_database, template_header,
 )
 from tests.test_cli_ingest import write_notes
 
@@ -65,6 +65,57 @@ def test_a_new_home_gets_a_database_at_the_templates_revision(tmp_path):
     placed = place_migrated_database(database)
 
     assert (True, [(TEMPLATE_REVISION,)]) == (placed, schema(database)["alembic_version"])
+
+
+def test_a_database_placed_from_the_template_is_at_the_installed_head(tmp_path):
+    database = tmp_path / "prefect.db"
+    place_migrated_database(database)
+
+    assert at_installed_head(database)
+
+
+def test_a_database_at_an_older_revision_is_left_to_prefects_migrations(tmp_path):
+    database = tmp_path / "prefect.db"
+    place_migrated_database(database)
+    with contextlib.closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("UPDATE alembic_version SET version_num = 'older'")
+
+    assert not at_installed_head(database)
+
+
+@pytest.mark.parametrize("content", [None, b"", b"not a database"])
+def test_a_missing_or_foreign_database_is_not_at_head(tmp_path, content):
+    database = tmp_path / "prefect.db"
+    if content is not None:
+        database.write_bytes(content)
+
+    assert not at_installed_head(database)
+
+
+def test_a_template_of_other_migrations_says_nothing_about_the_head(tmp_path):
+    database = tmp_path / "prefect.db"
+    place_migrated_database(database)
+    text = TEMPLATE.read_text(encoding="utf-8")
+    template = tmp_path / "template.sql"
+    template.write_text(text.replace(template_header(text)["migrations sha256"], "0" * 64, 1),
+                        encoding="utf-8")
+
+    assert not at_installed_head(database, template)
+
+
+def test_the_server_skips_its_migration_step_only_on_a_database_at_head(tmp_path, monkeypatch):
+    monkeypatch.delenv("PREFECT_SERVER_DATABASE_MIGRATE_ON_START", raising=False)
+    at_head = Settings(home=tmp_path / "new")  # gets the template
+    older = tmp_path / "older"
+    older.mkdir()
+    place_migrated_database(older / "prefect.db")
+    with contextlib.closing(sqlite3.connect(older / "prefect.db")) as connection, connection:
+        connection.execute("UPDATE alembic_version SET version_num = 'older'")
+
+    skip = [server_environment(s).get("PREFECT_SERVER_DATABASE_MIGRATE_ON_START")
+            for s in (at_head, Settings(home=older))]
+
+    assert ["false", None] == skip
 
 
 def test_placing_the_database_leaves_no_other_file(tmp_path):

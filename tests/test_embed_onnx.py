@@ -1,5 +1,6 @@
-"""The default local embedder: MiniLM on ONNX Runtime, equal to sentence-transformers, reading
-long texts whole (issue 15) and never importing torch (issue 16)."""
+"""The default local embedder: MiniLM on ONNX Runtime, equal to sentence-transformers in fp32
+(always for queries, issue 13), int8 for documents by default (issue 16), reading long texts
+whole (issue 15) and never importing torch (issue 16)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from propdex.embed import make_embedder
 from propdex.embed.minilm_tokens import MAX_TOKENS, token_counts, token_windows
+from propdex.embed.onnx_export import INT8_RECIPE
 from propdex.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,6 +40,11 @@ NUMBERS = " ".join(f"{year} {value:,}.{value % 97:02d}" for year, value in
 
 @pytest.fixture(scope="module")
 def onnx_embedder():
+    return make_embedder(Settings(embed_precision="fp32"))
+
+
+@pytest.fixture(scope="module")
+def default_embedder():
     return make_embedder(Settings())
 
 
@@ -50,6 +57,23 @@ def torch_embedder():
 def test_vectors_equal_sentence_transformers(onnx_embedder, torch_embedder, text):
     cosine = float(onnx_embedder.embed([text])[0] @ torch_embedder.embed([text])[0])
     assert cosine > 0.999, f"cosine {cosine:.5f} for {text[:40]!r}"
+
+
+@pytest.mark.parametrize("text", VARIED_TEXTS)
+def test_the_default_query_vector_equals_sentence_transformers(default_embedder, torch_embedder,
+                                                               text):
+    cosine = float(default_embedder.embed_query(text) @ torch_embedder.embed([text])[0])
+    assert cosine > 0.999, f"cosine {cosine:.5f} for {text[:40]!r}"
+
+
+def test_documents_are_embedded_in_int8_by_default(default_embedder):
+    assert "int8" == default_embedder.precision
+
+
+@pytest.mark.parametrize("text", VARIED_TEXTS)
+def test_int8_document_vectors_stay_close_to_fp32(default_embedder, onnx_embedder, text):
+    cosine = float(default_embedder.embed([text])[0] @ onnx_embedder.embed([text])[0])
+    assert cosine > 0.98, f"cosine {cosine:.5f} for {text[:40]!r}"
 
 
 def test_a_batch_gives_each_text_its_own_vector(onnx_embedder):
@@ -106,12 +130,16 @@ def test_neighbouring_windows_share_at_least_the_overlap(length):
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
-    ({}, "all-MiniLM-L6-v2"),
+    ({}, "all-MiniLM-L6-v2-int8"),
+    ({"embed_precision": "fp32"}, "all-MiniLM-L6-v2"),
     ({"embed_runtime": "torch"}, "all-MiniLM-L6-v2"),
-    ({"embed_precision": "int8"}, "all-MiniLM-L6-v2-int8"),
 ])
 def test_recorded_model_name(settings, expected):
     assert expected == make_embedder(Settings(**settings)).name
+
+
+def test_the_torch_runtime_runs_fp32_without_asking():
+    assert "fp32" == Settings(embed_runtime="torch").minilm_precision
 
 
 def test_int8_needs_the_onnx_runtime():
@@ -121,7 +149,26 @@ def test_int8_needs_the_onnx_runtime():
 
 def test_windowed_reading_changes_the_fingerprint():
     # Indexes embedded with truncation are re-embedded once by the ONNX runtime.
-    assert Settings().fingerprint({}) != Settings(embed_runtime="torch").fingerprint({})
+    assert Settings(embed_precision="fp32").fingerprint({}) != \
+        Settings(embed_runtime="torch").fingerprint({})
+
+
+def test_the_precision_changes_the_fingerprint():
+    # Indexes embedded in fp32 before int8 became the default are re-embedded once.
+    assert Settings().fingerprint({}) != Settings(embed_precision="fp32").fingerprint({})
+
+
+def test_the_int8_recipe_enters_the_fingerprint():
+    # A new quantization recipe re-embeds int8 indexes.
+    assert f"int8-{INT8_RECIPE}" in Settings()._embed_reading()
+
+
+def test_the_int8_recipe_enters_the_cache_keys(default_embedder):
+    assert default_embedder.cache_name.endswith(f"+{INT8_RECIPE}")
+
+
+def test_int8_vectors_have_their_own_cache_keys(default_embedder, onnx_embedder):
+    assert default_embedder.cache_name != onnx_embedder.cache_name
 
 
 def test_windowed_vectors_have_their_own_cache_keys(onnx_embedder, torch_embedder):

@@ -210,13 +210,13 @@ def test_sentence_spans_slice_the_sentences_out_of_the_text():
     (QUESTIONS[2], {"notes:c2"}),  # the answer is paraphrased: the page decides
 ])
 def test_a_chunk_is_relevant_by_answer_evidence_or_page(notes_db, question, expected):
-    documents = load_documents(Index.open(str(notes_db), create=False), None, "all-MiniLM-L6-v2")
+    documents = load_documents(Index.open(str(notes_db), create=False), None, "all-MiniLM-L6-v2-int8")
     [target] = question_targets(parse_questions([json.dumps(question)]), documents).targets
     assert expected == set(target.relevant)
 
 
 def test_a_question_about_a_document_not_indexed_is_skipped(notes_db):
-    documents = load_documents(Index.open(str(notes_db), create=False), None, "all-MiniLM-L6-v2")
+    documents = load_documents(Index.open(str(notes_db), create=False), None, "all-MiniLM-L6-v2-int8")
     line = json.dumps({"id": "x", "question": "Q?", "answer": "A", "source": "other.pdf"})
     targets = question_targets(parse_questions([line]), documents)
     assert ([], [{"id": "x", "reason": "source 'other.pdf' is not in the index"}]) == (
@@ -289,7 +289,7 @@ def test_a_re_run_embeds_nothing_again(notes_db, questions_file, tmp_path):
 
 def test_vectors_of_another_embedder_are_refused(notes_db, questions_file, tmp_path):
     settings = Settings(embedder="openai", embed_base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(EvaluationError, match="notes.txt was embedded with 'all-MiniLM-L6-v2'"):
+    with pytest.raises(EvaluationError, match="notes.txt was embedded with 'all-MiniLM-L6-v2-int8'"):
         run_evaluation(questions_file, str(notes_db), tmp_path / "out", settings=settings)
 
 

@@ -183,7 +183,7 @@ def test_sections_come_from_the_outline(ingested):
 def test_lineage_fields_are_filled(ingested):
     run_id = ingested["summary"]["run_id"]
     for prop in ingested["tables"]["propositions"]:
-        assert (run_id, "all-MiniLM-L6-v2", "offline-rules") == (
+        assert (run_id, "all-MiniLM-L6-v2-int8", "offline-rules") == (
             prop["run_id"], prop["embed_model"], prop["llm_model"])
         assert prop["prompt_version"] and prop["content_sha256"] and prop["source"]
 

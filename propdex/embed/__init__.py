@@ -19,7 +19,7 @@ def make_embedder(settings: Settings) -> Embedder:
         return _e5_small()
     if settings.embed_runtime == "torch":
         return _minilm_torch(settings.embed_batch_size)
-    return _minilm_onnx(settings.onnx_path, settings.embed_precision, settings.embed_threads)
+    return _minilm_onnx(settings.onnx_path, settings.minilm_precision, settings.embed_threads)
 
 
 # One embedder per configuration and process: the model loads once and runs shared.

@@ -5,10 +5,15 @@ text that fits MiniLM's window of 256 word pieces. A longer text is not cut: it 
 overlapping windows of the same size and its vector is the normalised mean of the windows'
 vectors, so every word piece reaches the vector (issue 15: no silent truncation).
 
+Documents are embedded with int8 weights by default (PROPDEX_EMBED_PRECISION, issue 16: 1.8x
+fp32's throughput, the same default-search scores on the dev set); a query is always embedded in
+fp32, so its vector stays sentence-transformers' (cosine > 0.999, issue 13) and one short text
+costs a few ms either way.
+
 Throughput comes from the batching: texts are tokenized up front, sorted by length and packed
-into batches by token count (little padding, large matrix products); one session per process
-runs them with as many intra-op threads as the process may use, under a lock, so documents
-embedding at once take turns instead of oversubscribing the cores.
+into batches by token count (little padding); one session per process runs them with as many
+intra-op threads as the process may use, under a lock, so documents embedding at once take
+turns instead of oversubscribing the cores.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ import numpy as np
 
 from propdex.embed.base import Embedder
 from propdex.embed.minilm_tokens import MAX_TOKENS, minilm_tokenizer, token_windows
-from propdex.embed.onnx_export import Precision, ensure_onnx_model
+from propdex.embed.onnx_export import INT8_RECIPE, Precision, ensure_onnx_model
 
 WINDOW_OVERLAP = 32  # word pieces shared by neighbouring windows of a long text
-BATCH_TOKENS = 8192  # padded word pieces per ONNX run: large enough to keep the cores busy
+# Padded word pieces per ONNX run. Smaller batches keep a layer's activations in the caches:
+# on the 380 texts of levels_of_agi.pdf 1024 took 20-25% less CPU than 8192 (fp32 and int8).
+BATCH_TOKENS = 1024
 MAX_BATCH_ROWS = 256
 
 
@@ -75,13 +82,22 @@ class OnnxMiniLMEmbedder(Embedder):
     @property
     def cache_name(self) -> str:
         # Long texts are read in windows here but truncated by sentence-transformers: their
-        # cached vectors must not be shared with the torch runtime's.
+        # cached vectors must not be shared with the torch runtime's. int8 vectors change
+        # with the quantization recipe.
+        if self.precision == "int8":
+            return f"{self.name}+windows+{INT8_RECIPE}"
         return f"{self.name}+windows"
 
     def truncated(self, texts: list[str]) -> int | None:
         return 0  # every text is read whole, in windows when it is long
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, self.precision)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([text], "fp32")[0]
+
+    def _embed(self, texts: list[str], precision: Precision) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         tokenizer = minilm_tokenizer()
@@ -92,14 +108,14 @@ class OnnxMiniLMEmbedder(Embedder):
             for window in token_windows(encoding.ids, MAX_TOKENS - 2, WINDOW_OVERLAP):
                 pieces.append([cls_id, *window, sep_id])
                 owner.append(text_index)
-        piece_vectors = self._run(pieces)
+        piece_vectors = self._run(pieces, precision)
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         np.add.at(vectors, np.asarray(owner), piece_vectors)
         return _normalised(vectors)
 
-    def _run(self, pieces: list[list[int]]) -> np.ndarray:
+    def _run(self, pieces: list[list[int]], precision: Precision) -> np.ndarray:
         """Normalised vectors of token-id sequences, batched by padded token count."""
-        session = _session(str(ensure_onnx_model(self.onnx_dir, self.precision)), self.threads)
+        session = _session(str(ensure_onnx_model(self.onnx_dir, precision)), self.threads)
         order = sorted(range(len(pieces)), key=lambda i: -len(pieces[i]))
         out = np.zeros((len(pieces), self.dim), dtype=np.float32)
         start = 0

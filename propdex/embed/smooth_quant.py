@@ -10,11 +10,14 @@ prompts) and the largest |w_j|:  s_j = max|x_j|^alpha / max|w_j|^(1 - alpha).
 
 On the 380 texts of levels_of_agi.pdf this took int8's cosine to the fp32 vectors from
 0.9795 min / 0.9934 mean to 0.9867 / 0.9955, at the same speed (bench/RESULTS.md, "Local
-embeddings"). The graph grows by one Mul per smoothed input (24); conversion by ~2 s.
+embeddings"). The graph grows by one Mul per smoothed input (24). The activations' maxima are
+shipped (STATISTICS_FILE), so converting runs no calibration unless the weights differ.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,32 +26,32 @@ ALPHA = 0.7  # 0.5 and 0.85 measured worse: mean cosine to fp32 0.9879 and 0.992
 CALIBRATION_BATCH = 8  # texts per run: the 24 tensors read back for 8 texts take ~130 MB
 CALIBRATION_TOKENS = 256
 SMOOTHED_OPS = ("MatMul", "Attention")
+# Computed once from the packaged weights and calibration texts (write_shipped_statistics):
+# converting then costs no calibration run. 24 tensors of 384 or 1,536 channels.
+STATISTICS_FILE = Path(__file__).with_name("minilm_activation_max.npz")
+_KEY = "__key__"
 
 
-def smooth_graph(source: Path, target: Path) -> None:
-    """Write ``source`` with every weight product's input smoothed (same outputs in fp32)."""
-    import onnx
-    from onnx import helper, numpy_helper
+def smooth_products(model, weights: dict[str, np.ndarray],
+                    activation_max: dict[str, np.ndarray]) -> None:
+    """Smooth every weight product's input of ``model`` (as minilm_graph_and_weights returns
+    it), in place: the products' weights in ``weights`` are scaled and one Mul per input is
+    added before its first reader. The outputs stay the same in fp32."""
+    from onnx import helper
 
-    model = onnx.load(str(source))
     graph = model.graph
-    weights = {tensor.name: tensor for tensor in graph.initializer}
-    products = [node for node in graph.node if node.op_type in SMOOTHED_OPS
-                and len(node.input) > 1 and node.input[1] in weights]
-    inputs = sorted({node.input[0] for node in products})
-    activation_max = calibration_channel_max(source, inputs)
+    products = _products(model, weights)
     muls = {}
-    for name in inputs:
+    for name in sorted({node.input[0] for node in products}):
         users = [node for node in products if node.input[0] == name]
-        matrices = [numpy_helper.to_array(weights[node.input[1]]) for node in users]
-        weight_max = np.max([np.abs(matrix).max(axis=1) for matrix in matrices], axis=0)
+        weight_max = np.max([np.abs(weights[node.input[1]]).max(axis=1) for node in users],
+                            axis=0)
         scales = smoothing_scales(activation_max[name], weight_max)
         smoothed = f"{name}_smoothed"
-        for node, matrix in zip(users, matrices):
-            scaled = (matrix * scales[:, None]).astype(np.float32)
-            weights[node.input[1]].CopyFrom(numpy_helper.from_array(scaled, node.input[1]))
+        for node in users:
+            weights[node.input[1]] = (weights[node.input[1]] * scales[:, None]).astype(np.float32)
             node.input[0] = smoothed
-        graph.initializer.append(numpy_helper.from_array(1.0 / scales, f"{name}_smoothing"))
+        weights[f"{name}_smoothing"] = (1.0 / scales).astype(np.float32)
         muls[smoothed] = helper.make_node("Mul", [name, f"{name}_smoothing"], [smoothed],
                                           name=f"{name}_Smooth")
     nodes: list = []
@@ -57,7 +60,71 @@ def smooth_graph(source: Path, target: Path) -> None:
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
-    onnx.save(model, str(target))
+
+
+def product_inputs(model, weights: dict[str, np.ndarray]) -> list[str]:
+    """The tensors smoothing divides: the inputs of the products with a weight."""
+    return sorted({node.input[0] for node in _products(model, weights)})
+
+
+def _products(model, weights: dict[str, np.ndarray]) -> list:
+    return [node for node in model.graph.node if node.op_type in SMOOTHED_OPS
+            and len(node.input) > 1 and node.input[1] in weights]
+
+
+def activation_max(model_dir: Path) -> dict[str, np.ndarray]:
+    """Largest |value| per channel of each product input over the calibration texts: the
+    shipped statistics when they were computed from these weights and texts, else computed
+    now (~2 s of CPU: the fp32 model runs over the texts)."""
+    key = calibration_key(model_dir)
+    shipped = _shipped_statistics()
+    if shipped is not None and shipped[0] == key:
+        return shipped[1]
+    return calibrate(model_dir)
+
+
+def calibrate(model_dir: Path) -> dict[str, np.ndarray]:
+    """Run the fp32 graph over the calibration texts and read each product input's maximum."""
+    import tempfile
+
+    from propdex.embed.minilm_graph import minilm_graph_and_weights, write_model
+
+    model, weights = minilm_graph_and_weights(model_dir)
+    inputs = product_inputs(model, weights)
+    with tempfile.TemporaryDirectory(prefix="propdex-calibrate-") as tmp:
+        fp32 = Path(tmp) / "fp32.onnx"
+        write_model(model, weights, fp32)
+        del weights
+        return calibration_channel_max(fp32, inputs)
+
+
+def calibration_key(model_dir: Path) -> str:
+    """What the statistics depend on: the weights' bytes, the texts and how they are read."""
+    digest = hashlib.sha256()
+    with (model_dir / "model.safetensors").open("rb") as weights:
+        while block := weights.read(1 << 22):
+            digest.update(block)
+    digest.update("\0".join(calibration_texts()).encode())
+    digest.update(f"{CALIBRATION_BATCH}:{CALIBRATION_TOKENS}".encode())
+    return digest.hexdigest()
+
+
+def _shipped_statistics() -> tuple[str, dict[str, np.ndarray]] | None:
+    if not STATISTICS_FILE.is_file():
+        return None
+    with np.load(STATISTICS_FILE, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    return str(arrays.pop(_KEY)), arrays
+
+
+def write_shipped_statistics(model_dir: Path, path: Path | None = None) -> Path:
+    """Calibrate and store the statistics with their key (``python -m
+    propdex.embed.smooth_quant build``; rebuild after changing the calibration texts or the
+    packaged weights, and bump INT8_RECIPE in onnx_export.py: the int8 vectors change)."""
+    path = path or STATISTICS_FILE
+    arrays = calibrate(model_dir)
+    np.savez_compressed(path, **{_KEY: np.array(calibration_key(model_dir))}, **arrays)
+    return path
 
 
 def smoothing_scales(activation_max: np.ndarray, weight_max: np.ndarray,
@@ -117,3 +184,11 @@ def calibration_texts() -> list[str]:
     return [paragraph.strip() for path in files
             for paragraph in path.read_text(encoding="utf-8").split("\n\n")
             if len(paragraph.strip()) > 20]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["build"]:
+        raise SystemExit("usage: python -m propdex.embed.smooth_quant build")
+    from propdex.embed.onnx_export import packaged_model_dir
+
+    print(write_shipped_statistics(packaged_model_dir()))

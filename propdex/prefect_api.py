@@ -3,11 +3,13 @@
 Without ``PREFECT_API_URL``, Prefect starts its ephemeral API in a subprocess the moment the
 flow first asks for a client, and waits for it: importing the server (also into the CLI's own
 process, for ``SubprocessASGIServer``), migrating a new database and registering block types
-take most of a first run. Launching the same subprocess as soon as the CLI knows a flow run is
-coming lets that work run on the other core while the CLI imports the flow and loads the
-model, and a new Prefect home gets a database already migrated (propdex.prefect_template), so
-the server skips Prefect's migrations. A configured server (``PREFECT_API_URL`` in the
-environment, a profile or prefect.toml) is used as it is.
+take most of a first run. Here the server process (propdex.ephemeral_server: Prefect's API app
+under uvicorn, as Prefect's own subprocess runs it) is launched first thing, before this
+process imports Prefect, so its start-up runs on the other core while the CLI imports the flow
+and loads the model; a new Prefect home gets a database already migrated
+(propdex.prefect_template), so the server skips Prefect's migrations. A configured server
+(``PREFECT_API_URL`` in the environment, a profile or prefect.toml) is used as it is: the
+server process sees it too and steps aside.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import urllib.request
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
+from propdex.ephemeral_server import HOME_UNUSABLE, NOT_NEEDED
 from propdex.errors import PrefectStartError
 from propdex.prefect_template import (
     at_installed_head, default_sqlite_database, place_migrated_database,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 # it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
 _STARTUP_FAILED = 3
 _ATTEMPTS = 3
+_MIGRATE_ON_START = "PREFECT_SERVER_DATABASE_MIGRATE_ON_START"
 
 
 def _free_port() -> int:
@@ -64,40 +68,38 @@ def prepare_prefect_home(settings: Settings) -> bool:
     return at_installed_head(database)
 
 
-def server_environment(settings: Settings) -> dict[str, str]:
-    """The ephemeral server's environment, after preparing its home (``settings``: Prefect's)."""
+def server_setting_updates(settings: Settings) -> dict:
+    """Prefect settings the ephemeral server runs with (``settings``: Prefect's, in the server
+    process), after preparing its home; a setting given explicitly is kept."""
+    from prefect.settings import PREFECT_SERVER_DATABASE_MIGRATE_ON_START
+
     at_head = prepare_prefect_home(settings)
+    explicit = _MIGRATE_ON_START in os.environ or _MIGRATE_ON_START in \
+        settings.to_environment_variables(exclude_unset=True)
+    # A database at the installed Prefect's head revision has nothing to migrate: the server
+    # would still spend ~0.5 s on Alembic finding that out, on every run.
+    return {PREFECT_SERVER_DATABASE_MIGRATE_ON_START: False} if at_head and not explicit else {}
+
+
+def server_environment() -> dict[str, str]:
+    """The ephemeral server's environment: settings every such server gets, unless set."""
     return {
-        # A database at the installed Prefect's head revision has nothing to migrate: the
-        # server would still spend ~0.5 s on Alembic finding that out, on every run.
-        **({"PREFECT_SERVER_DATABASE_MIGRATE_ON_START": "false"} if at_head else {}),
         # Registering Prefect's block types in a new database costs ~1.5 s of CPU on the
         # server's critical path; a CLI flow run uses no block. A full `prefect server start`
         # registers them when it first runs. An explicit setting is kept.
         "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
         **os.environ,
-        # Settings given in this process (profile, prefect.toml) reach the server as Prefect
-        # passes them to its own subprocess.
-        **settings.to_environment_variables(exclude_unset=True),
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",
         "PREFECT__SERVER_FINAL": "1",
     }
 
 
-def _launch(port: int) -> subprocess.Popen:
-    """Prefect's own ephemeral server command (prefect.server.api.server.SubprocessASGIServer):
-    the API without the UI, running only the services an ephemeral server runs."""
-    import prefect
-    from prefect.settings import get_current_settings
-
-    env = server_environment(get_current_settings())
-    command = [
-        sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
-        "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-        "--port", str(port), "--log-level", "error", "--lifespan", "on",
-    ]
-    return subprocess.Popen(command, env=env)
+def launch_server_process(port: int) -> subprocess.Popen:
+    """propdex.ephemeral_server on ``port``: Prefect's API without the UI, running only the
+    services an ephemeral server runs. Imports nothing of Prefect here."""
+    return subprocess.Popen([sys.executable, "-m", "propdex.ephemeral_server", str(port)],
+                            env=server_environment())
 
 
 def _healthy(url: str) -> bool:
@@ -109,7 +111,8 @@ def _healthy(url: str) -> bool:
 
 
 class EphemeralApi:
-    """An ephemeral Prefect API starting in a background thread; ``url()`` waits for it.
+    """An ephemeral Prefect API, launched at once and waited for in a background thread;
+    ``url()`` waits for it.
 
     ``url()`` is None when a server is configured (or ephemeral mode is off): Prefect then
     connects as it always does."""
@@ -118,37 +121,63 @@ class EphemeralApi:
         self._url: str | None = None
         self._error: BaseException | None = None
         self._process: subprocess.Popen | None = None
-        self._thread = threading.Thread(target=self._start, name="propdex-prefect-api", daemon=True)
+        self._launched_url = ""
+        self._timeout = 0.0
         atexit.register(self.stop)  # like Prefect's own ephemeral server: it ends with the CLI
+        # The server is launched here and only waited for in the thread: launched from the
+        # thread, it started ~1 s later, the thread's settings import queued for the GIL and
+        # the import lock behind the caller's imports (the flow's modules), and the server's
+        # start-up is the first run's critical path.
+        deadline = None
+        try:
+            deadline = self._launch_first()
+        except BaseException as exc:  # re-raised in the caller's thread by url()
+            self._error = exc
+        self._thread = threading.Thread(target=self._wait, args=(deadline,),
+                                        name="propdex-prefect-api", daemon=True)
         self._thread.start()
 
-    def _start(self) -> None:
-        try:
-            from prefect.settings import (
-                PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED,
-                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-            )
+    def _launch_first(self) -> float:
+        """Launch the server; the server process itself exits with NOT_NEEDED when one is
+        configured. A deadline far enough for any configured start-up timeout (checked in
+        the thread, once Prefect's settings are imported there)."""
+        self._launch_on_free_port()
+        return time.monotonic()
 
-            if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-                return
-            timeout = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
-            deadline = time.monotonic() + timeout
-            for _ in range(_ATTEMPTS):
-                port = _free_port()
-                url = f"http://127.0.0.1:{port}/api"
-                self._process = _launch(port)
+    def _launch_on_free_port(self) -> None:
+        port = _free_port()
+        self._launched_url = f"http://127.0.0.1:{port}/api"
+        self._process = launch_server_process(port)
+
+    def _wait(self, launched: float | None) -> None:
+        if launched is None or self._process is None:
+            return
+        try:
+            from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+            self._timeout = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+            deadline = launched + self._timeout
+            for attempt in range(_ATTEMPTS):
+                if attempt:
+                    self._launch_on_free_port()
                 while time.monotonic() < deadline and self._process.poll() is None:
-                    if _healthy(url):
-                        self._url = url
+                    if _healthy(self._launched_url):
+                        self._url = self._launched_url
                         return
                     time.sleep(0.1)
+                if self._process.poll() == NOT_NEEDED:  # a configured server is used instead
+                    return
+                if self._process.poll() == HOME_UNUSABLE:
+                    from prefect.settings import get_current_settings
+
+                    prepare_prefect_home(get_current_settings())  # raises, saying why
                 if self._process.poll() != _STARTUP_FAILED:
                     break
             code = self._process.poll()
             self.stop()
             raise PrefectStartError(
                 f"Prefect's ephemeral API exited with code {code} while starting" if code is not None
-                else f"Prefect's ephemeral API did not answer within {timeout} s "
+                else f"Prefect's ephemeral API did not answer within {self._timeout} s "
                      "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"
             )
         except BaseException as exc:  # re-raised in the caller's thread by url()

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from prefect.settings import Settings
+from prefect.settings import PREFECT_SERVER_DATABASE_MIGRATE_ON_START, Settings
 
-from propdex.prefect_api import prepare_prefect_home, server_environment
+from propdex.prefect_api import prepare_prefect_home, server_setting_updates
 from propdex.prefect_template import (
     TEMPLATE, at_installed_head, default_sqlite_database, migrated_database,
     place_migrated_database, template_header,
@@ -112,10 +112,16 @@ def test_the_server_skips_its_migration_step_only_on_a_database_at_head(tmp_path
     with contextlib.closing(sqlite3.connect(older / "prefect.db")) as connection, connection:
         connection.execute("UPDATE alembic_version SET version_num = 'older'")
 
-    skip = [server_environment(s).get("PREFECT_SERVER_DATABASE_MIGRATE_ON_START")
+    skip = [server_setting_updates(s).get(PREFECT_SERVER_DATABASE_MIGRATE_ON_START)
             for s in (at_head, Settings(home=older))]
 
-    assert ["false", None] == skip
+    assert [False, None] == skip
+
+
+def test_an_explicit_migration_setting_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFECT_SERVER_DATABASE_MIGRATE_ON_START", "true")
+
+    assert {} == server_setting_updates(Settings(home=tmp_path / "new"))
 
 
 def test_placing_the_database_leaves_no_other_file(tmp_path):

@@ -2,7 +2,7 @@
 ``python -m propdex.ephemeral_server PORT``.
 
 The CLI launches it before importing Prefect itself, so this process imports Prefect (0.8 s)
-on the other core instead of after the CLI's own import: the server is up ~1 s sooner, and
+on the other core instead of after the CLI's own import: the API answers ~0.7 s sooner, and
 its start-up is a first run's critical path. It then does what the CLI did before launching
 Prefect's server command: it exits at once with NOT_NEEDED when a server is configured
 (PREFECT_API_URL in a profile or prefect.toml) or ephemeral mode is off, prepares Prefect's

@@ -127,22 +127,16 @@ class EphemeralApi:
         # The server is launched here and only waited for in the thread: launched from the
         # thread, it started ~1 s later, the thread's settings import queued for the GIL and
         # the import lock behind the caller's imports (the flow's modules), and the server's
-        # start-up is the first run's critical path.
-        deadline = None
+        # start-up is the first run's critical path. Whether a configured server makes it
+        # unneeded, the server process decides (it exits with NOT_NEEDED).
+        launched: float | None = time.monotonic()
         try:
-            deadline = self._launch_first()
+            self._launch_on_free_port()
         except BaseException as exc:  # re-raised in the caller's thread by url()
-            self._error = exc
-        self._thread = threading.Thread(target=self._wait, args=(deadline,),
+            self._error, launched = exc, None
+        self._thread = threading.Thread(target=self._wait, args=(launched,),
                                         name="propdex-prefect-api", daemon=True)
         self._thread.start()
-
-    def _launch_first(self) -> float:
-        """Launch the server; the server process itself exits with NOT_NEEDED when one is
-        configured. A deadline far enough for any configured start-up timeout (checked in
-        the thread, once Prefect's settings are imported there)."""
-        self._launch_on_free_port()
-        return time.monotonic()
 
     def _launch_on_free_port(self) -> None:
         port = _free_port()

@@ -61,7 +61,8 @@ def test_the_shipped_statistics_are_a_fresh_calibration(calibrated):
     # weights: rebuild with `python -m propdex.embed.smooth_quant build` and bump INT8_RECIPE.
     shipped = activation_max(packaged_model_dir())
     assert sorted(calibrated) == sorted(shipped)
-    assert all(np.array_equal(calibrated[name], shipped[name]) for name in calibrated)
+    # Close, not equal: ONNX Runtime's kernels differ a little between CPUs.
+    assert all(np.allclose(calibrated[name], shipped[name], rtol=1e-3) for name in calibrated)
 
 
 def test_statistics_of_other_weights_are_not_used(tmp_path, monkeypatch, calibrated):

@@ -42,7 +42,7 @@ def smooth_products(model, weights: dict[str, np.ndarray],
     graph = model.graph
     products = _products(model, weights)
     muls = {}
-    for name in sorted({node.input[0] for node in products}):
+    for name in product_inputs(model, weights):
         users = [node for node in products if node.input[0] == name]
         weight_max = np.max([np.abs(weights[node.input[1]]).max(axis=1) for node in users],
                             axis=0)

@@ -11,11 +11,14 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
 1. Cold CLI: `python -m propdex.cli search QUERY --db DB --json`, a new process each time,
    wall time (imports, embedder load, index open, search) -- at the smallest size only; and
    the same with PROPDEX_SERVER_URL naming the running service.
-2. Warm HTTP: `propdex serve --db DB` in its own process; one client sends the queries one
-   after the other (POST /search, k=10, default level and mode); p50 / p95 wall per request.
-3. Recall@10 of the same function, in-process: IndexReader.search as served (IVF_FLAT when
-   the table has one) against the same call on Index(exact_search=True), which searches
-   flat; recall = shared chunk ids / exact chunk ids.
+2. Warm HTTP: `propdex serve --db DB --engine E` in its own process, for each --engines
+   (memory: the live rows held in memory, the default; lancedb: LanceDB at each query), side
+   by side; one client sends the queries one after the other (POST /search, k=10, default
+   level and mode); p50 / p95 wall per request, and the service's RSS once it answered.
+3. Recall@10 of the same function, in-process: the search as served (the resident index's
+   IVF above 50,000 rows, or LanceDB's IVF_FLAT) against the same call searching every
+   vector (ResidentIndex(exact=True), or Index(exact_search=True)); recall = shared chunk
+   ids / exact chunk ids.
 4. Concurrency (smallest size, on a copy of its index): --clients threads query the service
    for --seconds while (a) a real `propdex ingest` of generated text files commits documents
    (offline LLM backend, same embedder) and (b) a writer replaces benchmark documents over and
@@ -78,15 +81,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def service(db: Path, log: Path):
-    """`propdex serve --db DB` on a free port; yields (url, seconds until it answered, pid)."""
+def service(db: Path, log: Path, engine: str = "memory"):
+    """`propdex serve --db DB --engine ENGINE` on a free port; yields (url, seconds until it
+    answered, pid)."""
     import httpx
 
     port = free_port()
     started = time.perf_counter()
     with open(log, "w") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port)],
+            [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port),
+             "--engine", engine],
             env=environment(), stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -129,6 +134,14 @@ def cold_cli(db: Path, queries: list[str], runs: int,
 
 
 # 2. Warm HTTP ------------------------------------------------------------------------------
+def _rss_mib(pid: int) -> float:
+    """Resident memory of a process (MiB) from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system, every thread) a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -155,22 +168,27 @@ def warm_http(url: str, queries: list[str], options: dict) -> list[float]:
 
 
 # 3. Recall ---------------------------------------------------------------------------------
-def recall_at_k(db: Path, queries: list[str], options: dict) -> tuple[float, float, float]:
+def recall_at_k(db: Path, queries: list[str], options: dict, engine: str,
+                ) -> tuple[float, float, float]:
     """Mean recall@10 of the served search against exact search through the same function,
-    and the in-process p50 of each (ms)."""
+    and the in-process p50 of each (ms). Exact: every vector compared (the resident index
+    without its IVF, or LanceDB without its vector index)."""
     from propdex.api import IndexReader
+    from propdex.resident import ResidentIndex
     from propdex.search import search
     from propdex.settings import Settings
     from propdex.store import Index
 
-    reader = IndexReader(Settings(db=str(db)))
-    exact = Index.open(str(db), create=False, exact_search=True)
+    reader = IndexReader(Settings(db=str(db)), resident=engine == "memory")
+    exact_index = Index.open(str(db), create=False, exact_search=engine == "lancedb")
+    exact = ResidentIndex(exact_index, exact=True) if engine == "memory" else exact_index
     reader.warm_up()
+    served_source = reader.resident or reader.index
     hits, wanted, fast, slow = 0, 0, [], []
     for query in queries:
         vector = reader.embedder.embed_query(query)
         started = time.perf_counter()
-        served = {r.chunk_id for r in search(reader.index, query, vector, k=K, **options)}
+        served = {r.chunk_id for r in search(served_source, query, vector, k=K, **options)}
         fast.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         truth = {r.chunk_id for r in search(exact, query, vector, k=K, **options)}
@@ -277,13 +295,13 @@ def _ingest_folder(folder: Path, data: Sentences, documents: int) -> Path:
 
 
 def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
-                clients: int, seconds: float, workdir: Path) -> dict:
+                clients: int, seconds: float, workdir: Path, engine: str) -> dict:
     copy = workdir / "concurrent-db"
     shutil.copytree(db, copy)
     folder = _ingest_folder(workdir / "ingest-sources", data, INGEST_DOCUMENTS)
     load = Load()
     stop = threading.Event()
-    with service(copy, workdir / "serve-concurrent.log") as (url, _, _pid):
+    with service(copy, workdir / "serve-concurrent.log", engine) as (url, _, _pid):
         ingest = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db", str(copy),
              "--llm", "offline", "--json", "--no-prune"],
@@ -337,6 +355,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--skip", nargs="*", default=[], choices=["cold", "concurrency"])
+    parser.add_argument("--engines", nargs="+", default=["memory", "lancedb"],
+                        choices=["memory", "lancedb"],
+                        help="what the service searches (side by side; the first one also "
+                             "serves the cold and concurrency parts)")
     add_corpus_argument(parser)
     args = parser.parse_args()
     use_corpus(args.corpus)
@@ -353,23 +375,28 @@ def main() -> None:
     try:
         for n in args.sizes:
             db = build(n, data)
-            with service(db, workdir / f"serve-{n}.log") as (url, ready, pid):
-                http = {}
+            for engine in args.engines:
+                with service(db, workdir / f"serve-{n}-{engine}.log", engine) as (url, ready,
+                                                                                   pid):
+                    memory = _rss_mib(pid)
+                    http = {}
+                    for name, options in CONFIGS.items():
+                        cpu_before = cpu_seconds(pid)
+                        latencies = warm_http(url, queries, options)  # plus 5 warm-ups
+                        http[name] = (latencies, (cpu_seconds(pid) - cpu_before) * 1000
+                                      / (len(queries) + 5))
+                    if (n == min(args.sizes) and engine == args.engines[0]
+                            and "cold" not in args.skip):
+                        cold = {"direct": cold_cli(db, queries, args.cold_runs),
+                                "service": cold_cli(db, queries, args.cold_runs, url)}
                 for name, options in CONFIGS.items():
-                    cpu_before = cpu_seconds(pid)
-                    latencies = warm_http(url, queries, options)  # plus 5 warm-up requests
-                    http[name] = (latencies, (cpu_seconds(pid) - cpu_before) * 1000
-                                  / (len(queries) + 5))
-                if n == min(args.sizes) and "cold" not in args.skip:
-                    cold = {"direct": cold_cli(db, queries, args.cold_runs),
-                            "service": cold_cli(db, queries, args.cold_runs, url)}
-            for name, options in CONFIGS.items():
-                latencies, cpu_ms = http[name]
-                recall, served_ms, exact_ms = recall_at_k(db, queries[:args.recall_queries],
-                                                          options)
-                rows.append((n, name, ready, statistics.median(latencies),
-                             percentile(latencies, 95), cpu_ms, recall, served_ms, exact_ms))
-            print(f"  {n}: done", file=sys.stderr, flush=True)
+                    latencies, cpu_ms = http[name]
+                    recall, served_ms, exact_ms = recall_at_k(
+                        db, queries[:args.recall_queries], options, engine)
+                    rows.append((n, engine, name, ready, memory, statistics.median(latencies),
+                                 percentile(latencies, 95), cpu_ms, recall, served_ms,
+                                 exact_ms))
+                print(f"  {n} {engine}: done", file=sys.stderr, flush=True)
         if "concurrency" not in args.skip:
             from propdex.api import IndexReader
             from propdex.settings import Settings
@@ -377,7 +404,7 @@ def main() -> None:
             embed = IndexReader(Settings(db=str(workdir / "unused"))).embedder
             vectors = np.asarray(embed.embed(queries), dtype=np.float32)
             concurrent = concurrency(build(min(args.sizes), data), data, queries, vectors,
-                                     args.clients, args.seconds, workdir)
+                                     args.clients, args.seconds, workdir, args.engines[0])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report(rows, cold, concurrent, data, args, embedder, load_at_start)
@@ -405,15 +432,18 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
           f"default = level {DEFAULT_LEVEL}, mode {DEFAULT_MODE}), and recall@10 of the same "
           f"search against exact (flat) search through the same function "
           f"({args.recall_queries} queries):\n")
-    print("| propositions | documents | search | service ready s | HTTP p50 ms | HTTP p95 ms | "
-          "service CPU ms / request | recall@10 | in-process p50 ms | exact p50 ms |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    for n, name, ready, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
-        print(f"| {n:,} | {n // 100:,} | {name} | {ready:.1f} | {p50:.1f} | {p95:.1f} | "
-              f"{cpu_ms:.1f} | {recall:.3f} | {served_ms:.1f} | {exact_ms:.1f} |")
+    print("| propositions | documents | engine | search | service ready s | service RSS MiB | "
+          "HTTP p50 ms | HTTP p95 ms | service CPU ms / request | recall@10 | "
+          "in-process p50 ms | exact p50 ms |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, engine, name, ready, memory, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
+        print(f"| {n:,} | {n // 100:,} | {engine} | {name} | {ready:.1f} | {memory:,.0f} | "
+              f"{p50:.1f} | {p95:.1f} | {cpu_ms:.1f} | {recall:.3f} | {served_ms:.1f} | "
+              f"{exact_ms:.1f} |")
     if concurrent:
         c = concurrent
-        print(f"\n{args.clients} concurrent clients for {c['seconds']:.0f} s at "
+        print(f"\n{args.clients} concurrent clients ({args.engines[0]} engine) for "
+              f"{c['seconds']:.0f} s at "
               f"{min(args.sizes):,} propositions, while `propdex ingest` committed "
               f"{c['ingested']} documents ({c['ingested_during']} of them during the "
               f"queries) and a writer committed {c['writer_commits']} "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
 from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
+
+if TYPE_CHECKING:
+    from propdex.resident import ResidentIndex
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
 
@@ -54,10 +57,17 @@ def query_settings(settings: Settings) -> Settings:
 class IndexReader:
     """Read access to one index: search, documents, chunks and health."""
 
-    def __init__(self, settings: Settings | None = None):
+    def __init__(self, settings: Settings | None = None, *, resident: bool = False):
         self.settings = settings or Settings()
         self.index = Index.open(self.settings.db_uri, create=False,
                                 storage_options=self.settings.storage_options)
+        # Long-running readers search the live rows held in memory (propdex.resident): the
+        # same results, without four LanceDB queries per search.
+        self.resident: ResidentIndex | None = None
+        if resident:
+            from propdex.resident import ResidentIndex
+
+            self.resident = ResidentIndex(self.index)
         self._embedder: Any = None
         self._embedder_lock = threading.Lock()
         # Agents and applications repeat queries; the vector of a query never changes for
@@ -77,9 +87,12 @@ class IndexReader:
         return self._embedder
 
     def warm_up(self) -> None:
-        """Load the embedder and the live documents now rather than on the first query."""
+        """Load the embedder and the live documents (and the resident rows) now rather than
+        on the first query."""
         self.embedder.embed_query("warm-up")
         self.index.live_documents()
+        if self.resident is not None:
+            self.resident.view()
 
     def search(self, query: str, *, level: Level = DEFAULT_LEVEL, mode: Mode = DEFAULT_MODE,
                k: int = DEFAULT_K, doc_ids: list[str] | None = None,
@@ -88,7 +101,7 @@ class IndexReader:
         glob over source paths, ``doc_ids`` restricts to those documents."""
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(self._query_vector, query)
-        return search(self.index, query, vector, level=level, mode=mode, k=k,
+        return search(self.resident or self.index, query, vector, level=level, mode=mode, k=k,
                       doc_ids=doc_ids, source_glob=source)
 
     def _embed_query(self, query: str) -> np.ndarray:
@@ -134,12 +147,28 @@ class IndexReader:
             "embedder": self.embedder.name, "dim": self.embedder.dim,
             "vector_index": {name: self.index.has_vector_index(name)
                              for name in (CHUNKS, PROPOSITIONS)},
+            "resident": self._resident_health(),
+        }
+
+    def _resident_health(self) -> dict | None:
+        """What the resident index holds (None when searches go to LanceDB)."""
+        if self.resident is None:
+            return None
+        view = self.resident.view()
+        return {
+            "documents_version": view.version,
+            "rows": {name: state.live_rows for name, state in view.tables.items()},
+            "segments": {name: len(state.segments) for name, state in view.tables.items()},
+            "last_refresh_seconds": self.resident.last_refresh_seconds,
         }
 
 
-def open_index(db: str | None = None, **settings: Any) -> IndexReader:
+def open_index(db: str | None = None, *, resident: bool = False,
+               **settings: Any) -> IndexReader:
     """An IndexReader over the index at ``db`` (default PROPDEX_DB or ./propdex-db); other
-    keyword arguments are Settings fields (embedder, embed_model, storage_* ...)."""
+    keyword arguments are Settings fields (embedder, embed_model, storage_* ...).
+    ``resident=True`` loads the live rows into memory on the first search (or warm_up) and
+    keeps them current: for an application that searches many times."""
     if db is not None:
         settings["db"] = db
-    return IndexReader(Settings(**settings))
+    return IndexReader(Settings(**settings), resident=resident)

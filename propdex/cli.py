@@ -43,6 +43,8 @@ def _settings(args: argparse.Namespace, **extra):
     values = {k: v for k, v in extra.items() if v is not None}
     if getattr(args, "db", None):
         values["db"] = args.db
+    if getattr(args, "engine", None):
+        values["serve_engine"] = args.engine
     return Settings(**values)
 
 
@@ -318,8 +320,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from propdex.api import IndexReader
     from propdex.service.mcp_tools import McpUnavailableError, run_mcp
 
+    settings = _settings(args)
     try:
-        run_mcp(IndexReader(_settings(args)))
+        run_mcp(IndexReader(settings, resident=settings.serve_engine == "memory"))
     except McpUnavailableError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -378,6 +381,11 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = with_db(commands.add_parser(
         "mcp", help="MCP server on stdin/stdout with the tools search and get_chunk"))
     mcp.set_defaults(func=cmd_mcp)
+    for long_running in (serve, mcp):
+        long_running.add_argument(
+            "--engine", choices=["memory", "lancedb"],
+            help="search the live rows held in memory (default; loaded at start) or LanceDB "
+                 "at every query (PROPDEX_SERVE_ENGINE)")
 
     status = with_db(commands.add_parser("status", help="each document's state"))
     status.add_argument("--json", action="store_true")

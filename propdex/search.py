@@ -14,7 +14,10 @@ and its own text rank well comes first. The fused score is the RRF score. The de
 search (DEFAULT_LEVEL, DEFAULT_MODE) is the one that won on eval/dev_questions.jsonl;
 the CLI, the service and the evaluation use these constants.
 
-This module reads LanceDB only; it must not import Prefect (search starts in a second).
+The rankings come from a ``Rankings`` source: LanceDB itself (propdex.store.ranking, what a
+one-shot `propdex search` uses) or the resident copy a long-running service keeps in memory
+(propdex.resident); both give the same rows, so this module decides every result the same way.
+It must not import Prefect (search starts in a second).
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from propdex.store import predicates as p
-from propdex.store.index import Index
+from propdex.store.ranking import RankingSource, Rankings
 from propdex.store.schema import CHUNKS, PROPOSITIONS
 
 Level = Literal["propositions", "chunks", "both"]
@@ -55,9 +57,9 @@ FUSION_DEPTH = 20
 _OVERFETCH = {PROPOSITIONS: 5, CHUNKS: 3}
 _MIN_DEPTH = 50
 
-_CHUNK_COLUMNS = ["chunk_id", "doc_id", "run_id", "text", "header", "section", "page_start",
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "run_id", "text", "header", "section", "page_start",
                   "page_end", "char_start", "char_end"]
-_PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end",
+PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end",
                  "passed"]
 
 
@@ -136,7 +138,7 @@ class _Ranked:
 
 
 def search(
-    index: Index,
+    index: RankingSource | Rankings,
     query: str,
     query_vector: np.ndarray | Callable[[], np.ndarray] | None,
     *,
@@ -159,28 +161,20 @@ def search(
     if k < 1:
         return []
 
-    snapshot = index.live_documents()  # cached per documents table version
+    # One view for the whole search: every ranking of it reads the same committed state.
+    source = index.rankings() if isinstance(index, RankingSource) else index
+    snapshot = source.live_documents()  # cached per documents table version
     documents, live = snapshot.documents, snapshot.runs
     allowed = _allowed_documents(documents, live, doc_ids, source_glob)
     if not live or allowed == []:
         return []
-    scope = p.in_list("doc_id", allowed) if allowed is not None else ""
     vector = _OnceVector(query_vector)
-
-    # Rejected propositions are dropped as rows come back (``_ranked``) rather than by a
-    # LanceDB prefilter, which masks every row of the table first: at 1M propositions that
-    # cost a vector search 17 ms of CPU of its 40 (bench/bench_serve.py). They are a minority,
-    # and too few rows left after dropping them make _fetch_groups fetch deeper. A document
-    # scope stays a prefilter: afterwards it could leave almost nothing.
-    prop_where = p.all_of("passed = true", scope) if scope else None
     if level == "propositions":
-        return _proposition_results(index, query, vector, mode, k, prop_where, live,
+        return _proposition_results(source, query, vector, mode, k, allowed, live,
                                     documents)[:k]
     if level == "chunks":
-        return _chunk_results(index, query, vector, mode, k, scope or None, live,
-                              documents)[:k]
-    return _fused_results(index, query, vector, mode, k, prop_where, scope or None, live,
-                          documents)
+        return _chunk_results(source, query, vector, mode, k, allowed, live, documents)[:k]
+    return _fused_results(source, query, vector, mode, k, allowed, live, documents)
 
 
 def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
@@ -198,8 +192,9 @@ def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
     )
 
 
-def _ranked(index: Index, table: str, query: str, vector: _OnceVector, mode: Mode,
-            depth: int, columns: list[str], where: str | None, live: dict[str, str]) -> _Ranked:
+def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode: Mode,
+            depth: int, columns: list[str], allowed: list[str] | None, live: dict[str, str],
+            ) -> _Ranked:
     key = "prop_id" if table == PROPOSITIONS else "chunk_id"
 
     def is_live(row: dict) -> bool:
@@ -207,16 +202,12 @@ def _ranked(index: Index, table: str, query: str, vector: _OnceVector, mode: Mod
         return live.get(row["doc_id"]) == row["run_id"] and row.get("passed", True) is True
 
     def by_vector() -> list[dict]:
-        rows = index.vector_search(table, vector(), limit=depth, columns=columns, where=where)
-        for row in rows:
-            row["score"] = 1.0 - float(row.pop("_distance"))
-        return rows
+        return source.vector_ranking(table, vector(), limit=depth, columns=columns,
+                                     doc_ids=allowed)
 
     def by_text() -> list[dict]:
-        rows = index.text_search(table, query, limit=depth, columns=columns, where=where)
-        for row in rows:
-            row["score"] = float(row.pop("_score"))
-        return rows
+        return source.text_ranking(table, query, limit=depth, columns=columns,
+                                   doc_ids=allowed)
 
     vector_rows: list[dict] = []
     text_rows: list[dict] = []
@@ -252,14 +243,14 @@ def reciprocal_rank_fusion(rankings: list[list[dict]], key: Callable[[dict], str
     return [{**first_seen[rk], "score": fused[rk]} for rk in ordered]
 
 
-def _fetch_groups(index: Index, table: str, query: str, vector: _OnceVector, mode: Mode,
-                  k: int, columns: list[str], where: str | None, live: dict[str, str],
+def _fetch_groups(source: Rankings, table: str, query: str, vector: _OnceVector, mode: Mode,
+                  k: int, columns: list[str], allowed: list[str] | None, live: dict[str, str],
                   ) -> dict[str, list[dict]]:
     """Live rows grouped by chunk_id (groups in order of their best row), at least ``k``
     groups unless the store runs out."""
     depth = max(k * _OVERFETCH[table], _MIN_DEPTH)
     while True:
-        ranked = _ranked(index, table, query, vector, mode, depth, columns, where, live)
+        ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
         groups: dict[str, list[dict]] = {}
         for row in ranked.rows:
             groups.setdefault(row["chunk_id"], []).append(row)
@@ -268,11 +259,12 @@ def _fetch_groups(index: Index, table: str, query: str, vector: _OnceVector, mod
         depth *= 4
 
 
-def _proposition_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
-                         where: str | None, live: dict[str, str], documents: dict[str, dict],
-                         ) -> list[SearchResult]:
-    groups = _fetch_groups(index, PROPOSITIONS, query, vector, mode, k, _PROP_COLUMNS, where, live)
-    parents = _live_chunks(index, list(groups), live)
+def _proposition_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode,
+                         k: int, allowed: list[str] | None, live: dict[str, str],
+                         documents: dict[str, dict]) -> list[SearchResult]:
+    groups = _fetch_groups(source, PROPOSITIONS, query, vector, mode, k, PROP_COLUMNS, allowed,
+                           live)
+    parents = _live_chunks(source, list(groups), live)
     results = []
     for chunk_id, props in groups.items():
         best, parent, doc = props[0], parents.get(chunk_id, {}), documents[props[0]["doc_id"]]
@@ -288,17 +280,19 @@ def _proposition_results(index: Index, query: str, vector: _OnceVector, mode: Mo
     return results
 
 
-def _live_chunks(index: Index, chunk_ids: list[str], live: dict[str, str]) -> dict[str, dict]:
+def _live_chunks(source: Rankings, chunk_ids: list[str], live: dict[str, str],
+                 ) -> dict[str, dict]:
     if not chunk_ids:
         return {}
-    rows = index.read(CHUNKS, _CHUNK_COLUMNS, p.in_list("chunk_id", chunk_ids))
+    rows = source.chunk_rows(chunk_ids, CHUNK_COLUMNS)
     return {r["chunk_id"]: r for r in rows if live.get(r["doc_id"]) == r["run_id"]}
 
 
-def _chunk_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
-                   where: str | None, live: dict[str, str], documents: dict[str, dict],
+def _chunk_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode, k: int,
+                   allowed: list[str] | None, live: dict[str, str], documents: dict[str, dict],
                    ) -> list[SearchResult]:
-    groups = _fetch_groups(index, CHUNKS, query, vector, mode, k, _CHUNK_COLUMNS, where, live)
+    groups = _fetch_groups(source, CHUNKS, query, vector, mode, k, CHUNK_COLUMNS, allowed,
+                           live)
     results = []
     for chunk_id, (row, *_) in groups.items():
         doc = documents[row["doc_id"]]
@@ -312,8 +306,8 @@ def _chunk_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k:
     return results
 
 
-def _fused_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k: int,
-                   prop_where: str | None, chunk_where: str | None, live: dict[str, str],
+def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode, k: int,
+                   allowed: list[str] | None, live: dict[str, str],
                    documents: dict[str, dict]) -> list[SearchResult]:
     """Chunk-level RRF of every (table, signal) ranking: hybrid fuses four rankings
     (propositions and chunks, each by vector and by BM25), vector or fts two."""
@@ -321,10 +315,10 @@ def _fused_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k:
     signals: list[Mode] = ["vector", "fts"] if mode == "hybrid" else [mode]
     # Each ranking is one signal (no nested hybrid), so these are the only concurrent calls.
     rankings = _all_at_once(
-        [functools.partial(_fetch_groups, index, PROPOSITIONS, query, vector, signal, depth,
-                           _PROP_COLUMNS, prop_where, live) for signal in signals]
-        + [functools.partial(_fetch_groups, index, CHUNKS, query, vector, signal, depth,
-                             _CHUNK_COLUMNS, chunk_where, live) for signal in signals])
+        [functools.partial(_fetch_groups, source, PROPOSITIONS, query, vector, signal, depth,
+                           PROP_COLUMNS, allowed, live) for signal in signals]
+        + [functools.partial(_fetch_groups, source, CHUNKS, query, vector, signal, depth,
+                             CHUNK_COLUMNS, allowed, live) for signal in signals])
     prop_rankings, chunk_rankings = rankings[:len(signals)], rankings[len(signals):]
     fused = reciprocal_rank_fusion(
         [[{"chunk_id": chunk_id} for chunk_id in ranking]
@@ -333,7 +327,7 @@ def _fused_results(index: Index, query: str, vector: _OnceVector, mode: Mode, k:
     )[:k]
     chunk_rows = {chunk_id: rows[0] for ranking in chunk_rankings
                   for chunk_id, rows in ranking.items()}
-    chunk_rows.update(_live_chunks(index, [f["chunk_id"] for f in fused
+    chunk_rows.update(_live_chunks(source, [f["chunk_id"] for f in fused
                                            if f["chunk_id"] not in chunk_rows], live))
     results = []
     for entry in fused:

@@ -180,6 +180,9 @@ class Settings(BaseSettings):
     )
     serve_host: str = Field("127.0.0.1", description="Address `propdex serve` binds.")
     serve_port: int = Field(8765, ge=0, le=65535, description="Port `propdex serve` listens on.")
+    serve_engine: Literal["memory", "lancedb"] = Field(
+        "memory", description="What `propdex serve` and `propdex mcp` search: the live rows held in memory (loaded at start, kept current with each commit) or LanceDB at every query (no load, less memory, slower).",
+    )
     api_cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Origins allowed cross-origin requests to `propdex serve` (JSON list or comma-separated); empty = no CORS.",
     )

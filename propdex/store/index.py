@@ -18,7 +18,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lancedb
 import numpy as np
@@ -82,6 +82,9 @@ _DELETE_BATCH = 500  # values per IN list when deleting many documents
 # noise in a message for users.
 _RUST_LOCATION = re.compile(r",\s*\S+\.rs:\d+:\d+")
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from propdex.store.ranking import LanceRankings
 
 
 def utc_now() -> datetime:
@@ -283,21 +286,26 @@ class Index:
 
     def read(self, name: str, columns: Sequence[str], where: str | None = None) -> list[dict]:
         """Rows of a table (every row, also uncommitted ones) with the given columns."""
+        return self.read_arrow(name, columns, where).to_pylist()
+
+    def read_arrow(self, name: str, columns: Sequence[str], where: str | None = None,
+                   ) -> pa.Table:
+        """``read`` as an Arrow table (no table yet: zero rows, every column null-typed)."""
         table = self.table(name)
         if table is None:
-            return []
+            return pa.table({c: pa.nulls(0) for c in columns})
         # An index written by an older propdex may lack newer columns: they read as null.
         stored = set(table.schema.names)  # one schema lookup: each is a round trip to Lance
         present = [c for c in columns if c in stored]
-        absent = [c for c in columns if c not in stored]
         with self._storage(f"read {name}"):
             query = table.search().select(present)
             if where:
                 query = query.where(where)
-            rows = query.to_arrow().to_pylist()
-        for row in rows if absent else ():
-            row.update(dict.fromkeys(absent))
-        return rows
+            data = query.to_arrow()
+        for column in columns:
+            if column not in stored:
+                data = data.append_column(column, pa.nulls(len(data)))
+        return data.select(list(columns))
 
     def vector_search(self, name: str, vector: np.ndarray, *, limit: int,
                       columns: Sequence[str], where: str | None = None) -> list[dict]:
@@ -348,6 +356,12 @@ class Index:
         names = [f.name for f in DOCUMENTS_SCHEMA if with_text or f.name != "text"]
         rows = self.read(DOCUMENTS, names, p.eq("doc_id", doc_id))
         return rows[0] if rows else None
+
+    def rankings(self) -> LanceRankings:
+        """What propdex.search ranks with: LanceDB queries on this index at each call."""
+        from propdex.store.ranking import LanceRankings  # it imports this module
+
+        return LanceRankings(self)
 
     def live_documents(self) -> LiveDocuments:
         """The documents with a searchable version (run_id, title, source), as of the

@@ -1,0 +1,181 @@
+"""One consistent, immutable state of the resident index: what a search reads.
+
+A view pairs the live documents of one documents-table version with the segments holding
+exactly those documents' committed rows (masks hide rows of replaced or removed runs). It
+answers the ``Rankings`` calls of propdex.search from memory, so a search costs a few
+matrix products and array lookups instead of four LanceDB queries.
+
+Full-text scores are BM25 as LanceDB's index computes them (propdex.resident.analyzer has
+the analyzer and the formula), with the statistics of the rows the view holds: every row of
+every live run, rejected propositions included, as LanceDB counts every row of its table.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from propdex.resident.analyzer import BM25_B, BM25_K1, analyze
+from propdex.resident.segment import Segment
+from propdex.store.live import LiveDocuments
+from propdex.store.schema import CHUNKS
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One table's segments and, per segment, which rows are live (``alive``) and which of
+    those passed their grading (``keep``; every live chunk)."""
+
+    segments: tuple[Segment, ...] = ()
+    alive: tuple[np.ndarray, ...] = ()
+    keep: tuple[np.ndarray, ...] = ()
+
+    @property
+    def live_rows(self) -> int:
+        return int(sum(int(mask.sum()) for mask in self.alive))
+
+    def text_statistics(self) -> tuple[int, float]:
+        """(rows, average length) over the live rows holding at least one term: LanceDB
+        leaves rows that analyze to nothing out of both."""
+        rows = sum(int(np.count_nonzero(s.text.lengths[m]))
+                   for s, m in zip(self.segments, self.alive, strict=True))
+        terms = sum(float(s.text.lengths[m].sum())
+                    for s, m in zip(self.segments, self.alive, strict=True))
+        return rows, terms / rows if rows else 0.0
+
+
+class ResidentView:
+    """The Rankings of one documents-table version, answered from memory."""
+
+    def __init__(self, snapshot: LiveDocuments, tables: dict[str, TableState]):
+        self.snapshot = snapshot
+        self.tables = tables
+        # Corpus statistics of each table for BM25, fixed for the life of the view.
+        self._text_statistics = {name: state.text_statistics() for name, state in tables.items()}
+
+    @property
+    def version(self) -> int | None:
+        return self.snapshot.version
+
+    def live_documents(self) -> LiveDocuments:
+        return self.snapshot
+
+    # Rankings ----------------------------------------------------------------------------
+    def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
+                       columns: Sequence[str], doc_ids: list[str] | None) -> list[dict]:
+        state = self.tables[table]
+        hits = []
+        for number, segment in enumerate(state.segments):
+            candidates = _candidates(segment, state.alive[number], state.keep[number], doc_ids)
+            rows, scores = segment.vectors.search(vector, limit, candidates)
+            hits.extend((float(score), number, int(row)) for row, score in zip(rows, scores))
+        return self._rows_of(state, _best(hits, limit), columns)
+
+    def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
+                     doc_ids: list[str] | None) -> list[dict]:
+        state = self.tables[table]
+        # A term repeated in the query counts once per occurrence, as in LanceDB.
+        counted = Counter(analyze(query))
+        terms = list(counted)
+        if not terms or not state.segments:
+            return []
+        postings = [[segment.text.postings(term) for term in terms] for segment in state.segments]
+        # Document frequencies over the live rows of every segment.
+        frequencies = np.zeros(len(terms))
+        for lists, alive in zip(postings, state.alive, strict=True):
+            for position, (rows, _) in enumerate(lists):
+                frequencies[position] += np.count_nonzero(alive[rows])
+        documents, average = self._text_statistics[table]
+        idf = _bm25_idf(frequencies, documents)
+        hits = []
+        # Every occurrence of a term in the query is a term of the sum (LanceDB's order).
+        occurrences = [terms.index(term) for term in analyze(query)]
+        for number, (segment, lists) in enumerate(zip(state.segments, postings, strict=True)):
+            candidates = _candidates(segment, state.alive[number], state.keep[number], doc_ids)
+            rows, scores = _bm25(segment, [lists[i] for i in occurrences], idf[occurrences],
+                                 np.float32(average), candidates)
+            if len(rows) > limit:
+                best = np.argpartition(-scores, limit - 1)[:limit]
+                rows, scores = rows[best], scores[best]
+            hits.extend((float(score), number, int(row)) for row, score in zip(rows, scores))
+        return self._rows_of(state, _best(hits, limit), columns)
+
+    def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
+        state = self.tables[CHUNKS]
+        hits = [(0.0, number, position)
+                for number, (segment, alive) in enumerate(zip(state.segments, state.alive,
+                                                              strict=True))
+                for chunk_id in chunk_ids for position in segment.positions_of(chunk_id)
+                if alive[position]]
+        return [{k: v for k, v in row.items() if k != "score"}
+                for row in self._rows_of(state, hits, columns)]
+
+    @staticmethod
+    def _rows_of(state: TableState, hits: list[tuple[float, int, int]],
+                 columns: Sequence[str]) -> list[dict]:
+        """Row dicts with ``columns`` and "score", in the order of ``hits``."""
+        by_segment: dict[int, list[int]] = {}
+        for _, number, row in hits:
+            by_segment.setdefault(number, []).append(row)
+        fetched: dict[tuple[int, int], dict] = {}
+        for number, rows in by_segment.items():
+            table = state.segments[number].table.select(list(columns))
+            for row, values in zip(rows, table.take(rows).to_pylist(), strict=True):
+                fetched[(number, row)] = values
+        return [{**fetched[(number, row)], "score": score} for score, number, row in hits]
+
+
+def _candidates(segment: Segment, alive: np.ndarray, passed: np.ndarray,
+                doc_ids: list[str] | None) -> np.ndarray:
+    """The rows a ranking may return, chosen as LanceRankings chooses them, so both give the
+    same rows: without a document scope every live row (propdex.search drops rejected
+    propositions afterwards), with one the live rows of those documents that passed."""
+    return alive if doc_ids is None else passed & segment.documents_mask(doc_ids)
+
+
+def _best(hits: list[tuple[float, int, int]], limit: int) -> list[tuple[float, int, int]]:
+    """The ``limit`` best hits over all segments: score, then segment and row (repeatable)."""
+    return sorted(hits, key=lambda hit: (-hit[0], hit[1], hit[2]))[:limit]
+
+
+# LanceDB computes BM25 in float32, and so does this module, in the order of operations of
+# lance's scorer. Scores still differ from LanceDB's in the last bit or two for about half
+# the rows (LanceDB 0.40 also buckets document lengths in places), so a resident score
+# equals LanceDB's to float32 precision (relative 1e-6), not bit for bit.
+_K1 = np.float32(BM25_K1)
+_B = np.float32(BM25_B)
+_ONE = np.float32(1.0)
+_HALF = np.float32(0.5)
+
+
+def _bm25_idf(frequencies: np.ndarray, documents: int) -> np.ndarray:
+    n = frequencies.astype(np.float32)
+    return np.log((np.float32(documents) - n + _HALF) / (n + _HALF) + _ONE)
+
+
+def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.ndarray,
+          average_length: np.float32, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, BM25 scores) of the allowed rows holding at least one of the terms."""
+    parts_rows, parts_scores = [], []
+    for (rows, frequencies), term_idf in zip(lists, idf, strict=True):
+        kept = allowed[rows]
+        rows, frequencies = rows[kept], frequencies[kept]
+        if not len(rows):
+            continue
+        norm = _K1 * (_ONE - _B + _B * segment.text.lengths[rows] / average_length)
+        parts_rows.append(rows)
+        parts_scores.append(term_idf * (_K1 + _ONE) * frequencies / (frequencies + norm))
+    if not parts_rows:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
+    if len(parts_rows) == 1:
+        return parts_rows[0], parts_scores[0]
+    unique = np.unique(np.concatenate(parts_rows))
+    # Summed in float32, one term after the other (a term's rows are distinct, so each
+    # fancy-indexed += adds once per row).
+    scores = np.zeros(len(unique), dtype=np.float32)
+    for rows, part in zip(parts_rows, parts_scores, strict=True):
+        scores[np.searchsorted(unique, rows)] += part
+    return unique, scores

@@ -1,0 +1,83 @@
+"""Where propdex.search gets its rankings: the ``Rankings`` protocol, and LanceDB's answer.
+
+A ranking is a list of rows, best first, each with the asked-for columns and "score" (cosine
+similarity for vectors, BM25 for text). A source may return rows of old or unfinished runs
+and rejected propositions: propdex.search keeps only live rows that passed, so every source
+is filtered by the same rule. ``doc_ids`` (None = every document) restricts the rows.
+
+LanceRankings asks LanceDB on every call: what a one-shot `propdex search` does.
+propdex.resident.ResidentView answers the same calls from memory for a long-running reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from propdex.store import predicates as p
+from propdex.store.index import Index
+from propdex.store.live import LiveDocuments
+from propdex.store.schema import CHUNKS, PROPOSITIONS
+
+
+@runtime_checkable
+class RankingSource(Protocol):
+    """Something that gives the Rankings of its latest committed state: an Index (LanceDB
+    at each call) or a ResidentIndex (its current view)."""
+
+    def rankings(self) -> Rankings: ...
+
+
+class Rankings(Protocol):
+    def live_documents(self) -> LiveDocuments: ...
+
+    def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
+                       columns: Sequence[str], doc_ids: list[str] | None) -> list[dict]: ...
+
+    def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
+                     doc_ids: list[str] | None) -> list[dict]: ...
+
+    def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]: ...
+
+
+class LanceRankings:
+    """Rankings read from the LanceDB tables of ``index`` at each call."""
+
+    def __init__(self, index: Index):
+        self.index = index
+
+    def live_documents(self) -> LiveDocuments:
+        return self.index.live_documents()
+
+    def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
+                       columns: Sequence[str], doc_ids: list[str] | None) -> list[dict]:
+        rows = self.index.vector_search(table, vector, limit=limit, columns=columns,
+                                        where=_where(table, doc_ids))
+        for row in rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+        return rows
+
+    def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
+                     doc_ids: list[str] | None) -> list[dict]:
+        rows = self.index.text_search(table, query, limit=limit, columns=columns,
+                                      where=_where(table, doc_ids))
+        for row in rows:
+            row["score"] = float(row.pop("_score"))
+        return rows
+
+    def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
+        return self.index.read(CHUNKS, columns, p.in_list("chunk_id", chunk_ids))
+
+
+def _where(table: str, doc_ids: list[str] | None) -> str | None:
+    """The prefilter for a document scope. Without one, rejected propositions are dropped as
+    rows come back rather than by a prefilter, which masks every row of the table first: at
+    1M propositions that cost a vector search 17 ms of CPU of its 40 (bench/bench_serve.py).
+    They are a minority, and too few rows left make propdex.search fetch deeper. A document
+    scope stays a prefilter: afterwards it could leave almost nothing."""
+    if doc_ids is None:
+        return None
+    scope = p.in_list("doc_id", doc_ids)
+    return p.all_of("passed = true", scope) if table == PROPOSITIONS else scope

@@ -1,0 +1,190 @@
+"""The resident index: the same results as LanceDB for every search, kept current by commits."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from propdex.resident import ResidentIndex
+from propdex.resident import index as resident_index
+from propdex.resident.vectors import VectorMatrix
+from propdex.search import search
+from propdex.store import Index
+from tests.store_rows import DIM, axis, make_version, unit
+
+WORDS = ("owl fox bee zebra honey nectar savanna den night soil grass mammal river stone "
+         "forest cloud winter summer harvest engine model level agent memory signal").split()
+
+
+def document(number: int, run_id: str = "r1", seed: int | None = None):
+    """A document of 3 chunks of 2 propositions drawing on WORDS. Every row of a table has a
+    length of its own, so no two rows tie on a BM25 score: each engine orders ties its own
+    way (LanceDB's order among equal scores is not even stable), and results must be
+    comparable one for one."""
+    rng = np.random.default_rng(number if seed is None else seed)
+
+    def text(words: int) -> str:
+        return " ".join(rng.choice(WORDS, size=words))
+
+    paragraphs = [text(4 + number * 3 + i) for i in range(3)]
+    return make_version(f"doc{number:03d}", run_id, paragraphs, title=f"Document {number}",
+                        source=f"/corpus/{'notes' if number % 2 else 'reports'}/d{number}.txt",
+                        props={i: [text(4 + number * 6 + i * 2 + j) for j in range(2)]
+                               for i in range(3)},
+                        rejected={(1, 1)}, seed=number * 7 + len(run_id))
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Index:
+    index = Index.open(str(tmp_path_factory.mktemp("resident") / "db"), dim=DIM)
+    for number in range(40):
+        index.replace_document(*document(number).rows)
+    # As an ingest run ends: LanceDB scores rows added after its full-text index was built
+    # with other statistics until optimize() indexes them (propdex.resident.analyzer).
+    index.optimize()
+    return index
+
+
+@pytest.fixture
+def fresh(tmp_path) -> Index:
+    index = Index.open(str(tmp_path / "db"), dim=DIM)
+    for number in range(5):
+        index.replace_document(*document(number).rows)
+    return index
+
+
+def results(source, query: str, vector, **options) -> list[dict]:
+    return [r.to_dict() for r in search(source, query, vector, **options)]
+
+
+def comparable(rows: list[dict]) -> list[dict]:
+    """Results with scores rounded: LanceDB's and NumPy's float arithmetic differ last."""
+    def rounded(row: dict) -> dict:
+        return {**row, "score": round(row["score"], 4),
+                "propositions": [{**p, "score": round(p["score"], 4)}
+                                 for p in row["propositions"]]}
+    return [rounded(row) for row in rows]
+
+
+QUERIES = [("owl honey", axis(0)), ("zebra savanna grass", axis(3, 0.5, 1)),
+           ("model level agent memory", unit(np.arange(1, DIM + 1))), ("winter", axis(5))]
+
+
+@pytest.mark.parametrize(("level", "mode", "k"), list(itertools.product(
+    ["propositions", "chunks", "both"], ["vector", "fts", "hybrid"], [1, 5, 20])))
+def test_resident_results_equal_lancedb_results(index, level, mode, k):
+    resident = ResidentIndex(index)
+    for query, vector in QUERIES:
+        vector = None if mode == "fts" else vector
+        expected = results(index, query, vector, level=level, mode=mode, k=k)
+        assert comparable(expected) == comparable(
+            results(resident, query, vector, level=level, mode=mode, k=k))
+
+
+@pytest.mark.parametrize("filters", [
+    {"doc_ids": ["doc003", "doc004", "doc011"]},
+    {"source_glob": "/corpus/notes/*"},
+    {"doc_ids": ["doc002"], "source_glob": "*.txt"},
+    {"doc_ids": ["no such document"]},
+])
+def test_resident_filters_equal_lancedb_filters(index, filters):
+    resident = ResidentIndex(index)
+    for query, vector in QUERIES:
+        expected = results(index, query, vector, k=5, **filters)
+        assert comparable(expected) == comparable(results(resident, query, vector, k=5, **filters))
+
+
+def test_a_committed_document_is_searchable_at_the_next_search(fresh):
+    resident = ResidentIndex(fresh)
+    before = resident.view()
+    fresh.replace_document(*make_version("late", "r1", ["Walruses bask on ice floes."]).rows)
+    hits = search(resident, "walruses", None, level="chunks", mode="fts", k=3)
+    assert (["late:c0"], False) == ([h.chunk_id for h in hits],
+                                    "late" in before.live_documents().runs)
+
+
+def test_a_replaced_document_shows_only_its_new_version(fresh):
+    resident = ResidentIndex(fresh)
+    resident.view()
+    fresh.replace_document(*make_version("doc001", "r2", ["Walruses bask on ice floes."]).rows)
+    texts = [h.text for h in search(resident, "walruses bask", None, level="chunks",
+                                    mode="fts", k=10, doc_ids=["doc001"])]
+    all_chunks = {h.chunk_id for h in search(resident, "", axis(0), level="chunks",
+                                             mode="vector", k=50, doc_ids=["doc001"])}
+    assert (["Walruses bask on ice floes."], {"doc001:c0"}) == (texts, all_chunks)
+
+
+def test_a_removed_document_leaves_the_resident_index(fresh):
+    resident = ResidentIndex(fresh)
+    resident.view()
+    fresh.delete_documents(["doc002"])
+    docs = {h.doc_id for h in search(resident, "", axis(0), level="both", mode="vector", k=50)}
+    assert ("doc002" in docs, len(docs)) == (False, 4)
+
+
+def test_uncommitted_rows_are_never_returned(fresh):
+    resident = ResidentIndex(fresh)
+    resident.view()
+    # The rows of a new run appended but not committed (an ingest in progress).
+    unfinished = fresh.prepare_replacement(
+        *make_version("doc001", "r9", ["Walruses bask on ice floes."]).rows)
+    fresh._append_rows(unfinished)
+    fresh.replace_document(*make_version("other", "r1", ["Penguins waddle."]).rows)
+    runs = {(h.doc_id, h.chunk_id) for h in search(resident, "walruses penguins", axis(0),
+                                                   level="both", mode="hybrid", k=50)}
+    assert (("other", "other:c0") in runs, ("doc001", "doc001:c0") in runs,
+            "walruses" in " ".join(h.text.lower() for h in search(
+                resident, "walruses", None, level="chunks", mode="fts", k=50))) == (
+        True, True, False)
+
+
+def test_a_view_in_use_is_unchanged_by_a_commit(fresh):
+    resident = ResidentIndex(fresh)
+    view = resident.view()
+    before = results(view, "owl", axis(0), k=10)
+    fresh.delete_documents(["doc000", "doc001"])
+    resident.view()
+    assert before == results(view, "owl", axis(0), k=10)
+
+
+def test_merged_segments_give_the_same_results_as_lancedb(fresh, monkeypatch):
+    monkeypatch.setattr(resident_index, "MAX_SEGMENTS", 2)
+    resident = ResidentIndex(fresh)
+    for number in range(5, 12):  # one commit (one new segment) at a time
+        fresh.replace_document(*document(number).rows)
+        resident.view()
+    fresh.replace_document(*document(6, run_id="r2", seed=99).rows)
+    view = resident.view()
+    for query, vector in QUERIES:
+        assert comparable(results(fresh, query, vector, k=10)) == comparable(
+            results(view, query, vector, k=10))
+    assert len(view.tables["chunks"].segments) <= 3
+
+
+def test_a_resident_index_of_no_database_finds_nothing(tmp_path):
+    resident = ResidentIndex(Index.open(str(tmp_path / "missing"), create=False))
+    assert [] == search(resident, "owls", axis(0))
+
+
+def test_ivf_search_finds_the_exact_neighbours(monkeypatch):
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((300, 64)).astype(np.float32)
+    vectors = centres[rng.integers(0, 300, 60_000)] + 0.5 * rng.standard_normal(
+        (60_000, 64)).astype(np.float32)
+    approximate, exact = VectorMatrix(vectors), VectorMatrix(vectors, exact=True)
+    queries = vectors[rng.integers(0, 60_000, 50)] + 0.2 * rng.standard_normal(
+        (50, 64)).astype(np.float32)
+    found = [len(set(approximate.search(q, 10)[0]) & set(exact.search(q, 10)[0]))
+             for q in queries]
+    assert (True, True) == (approximate.approximate, sum(found) / (10 * len(queries)) >= 0.98)
+
+
+def test_ivf_search_keeps_only_the_rows_asked_for():
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((60_000, 16)).astype(np.float32)
+    keep = np.zeros(60_000, dtype=bool)
+    keep[::7] = True
+    rows, _ = VectorMatrix(vectors).search(vectors[14], 10, keep)
+    assert (14, True) == (int(rows[0]), bool(keep[rows].all()))

@@ -9,7 +9,8 @@ import lancedb
 import pyarrow as pa
 import pytest
 
-from propdex.resident.analyzer import analyze, analyze_many, bm25_idf, bm25_term_score
+from propdex.resident.analyzer import analyze, bm25_idf, bm25_term_score
+from propdex.resident.text import TextPostings
 
 TRICKY = [
     "The quick brown foxes don't jump over AGI's lazy dogs",
@@ -45,7 +46,7 @@ def _search(table, query: str) -> dict[int, float]:
 
 def _bm25(query: str, rows: dict[int, str | None], stats: list[str | None]) -> dict[int, float]:
     """Scores of `rows` for `query`, with N / df / avgdl taken from the rows `stats`."""
-    docs = [terms for terms in analyze_many([t or "" for t in stats]) if terms]
+    docs = [terms for terms in map(analyze, [t or "" for t in stats]) if terms]
     num_docs = len(docs)
     avg_len = sum(map(len, docs)) / num_docs
     doc_freq = Counter(term for terms in docs for term in set(terms))
@@ -74,8 +75,15 @@ def test_tokens_equal_lancedb_tokenize(text):
     assert [t.text for t in lancedb.tokenize(text)] == analyze(text)
 
 
-def test_analyze_many_equals_analyze():
-    assert [analyze(t) for t in TRICKY] == analyze_many(TRICKY)
+def test_postings_hold_the_terms_of_analyze():
+    postings = TextPostings(TRICKY)
+    expected = [Counter(analyze(t)) for t in TRICKY]
+    actual = [Counter() for _ in TRICKY]
+    for term in {term for terms in expected for term in terms}:
+        for row, frequency in zip(*postings.postings(term), strict=True):
+            actual[row][term] = int(frequency)
+    assert (expected, [sum(c.values()) for c in expected]) == (
+        actual, postings.lengths.astype(int).tolist())
 
 
 def test_each_word_finds_exactly_the_rows_holding_its_term(tmp_path):

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from propdex.resident.segment import Segment
+from propdex.resident.segment import Segment, vector_matrix
 from propdex.resident.view import ResidentView, TableState
 from propdex.search import CHUNK_COLUMNS, PROP_COLUMNS
 from propdex.store import predicates as p
@@ -99,9 +99,9 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
                     mask[rows] = False
         segments = list(state.segments)
         if new:
-            rows = _live_rows(index, name, new, everything=len(before) == 0)
+            rows, vectors = _live_rows(index, name, new, everything=len(before) == 0)
             if rows.num_rows:
-                segments.append(Segment(rows, key=PRIMARY_KEYS[name], exact=exact))
+                segments.append(Segment(rows, vectors, key=PRIMARY_KEYS[name], exact=exact))
                 alive.append(np.ones(rows.num_rows, dtype=bool))
         segments, alive = _merged(segments, alive, name, exact)
         tables[name] = TableState(tuple(segments), tuple(alive),
@@ -110,15 +110,38 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
     return ResidentView(snapshot, tables)
 
 
-def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool) -> pa.Table:
-    """The rows of ``runs`` (doc_id -> committed run_id) in table ``name``."""
+def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool,
+               ) -> tuple[pa.Table, np.ndarray]:
+    """The rows of ``runs`` (doc_id -> committed run_id) in table ``name``: their columns
+    but the vectors, and the vectors as one float32 matrix. Read batch by batch, each
+    batch's vectors copied into the matrix at once, so the vectors are held once (at 1M
+    propositions, 1.5 GB), not as Arrow data and a copy."""
     where = None if everything or len(runs) > _MAX_IN_LIST else p.in_list("doc_id", list(runs))
-    rows = index.read_arrow(name, COLUMNS[name], where)
-    if not rows.num_rows:
-        return rows
     wanted = pa.array([f"{doc_id}\x00{run_id}" for doc_id, run_id in runs.items()])
-    pairs = pc.binary_join_element_wise(rows.column("doc_id"), rows.column("run_id"), "\x00")
-    return rows.filter(pc.is_in(pairs, value_set=wanted))
+    columns = [c for c in COLUMNS[name] if c != VECTOR]
+    capacity, filled = index.count(name, where), 0
+    matrix: np.ndarray | None = None
+    parts = []
+    for batch in index.read_batches(name, COLUMNS[name], where):
+        pairs = pc.binary_join_element_wise(batch.column("doc_id"), batch.column("run_id"),
+                                            "\x00")
+        batch = batch.filter(pc.is_in(pairs, value_set=wanted))
+        if not batch.num_rows:
+            continue
+        vectors = vector_matrix(batch.column(VECTOR))
+        if matrix is None or filled + len(vectors) > len(matrix):
+            # Rows appended since the count: grow (rare; the count is normally exact).
+            grown = np.empty((max(capacity, filled + len(vectors)), vectors.shape[1]),
+                             dtype=np.float32)
+            if matrix is not None:
+                grown[:filled] = matrix[:filled]
+            matrix = grown
+        matrix[filled:filled + len(vectors)] = vectors
+        filled += len(vectors)
+        parts.append(batch.select(columns))
+    if matrix is None:
+        return pa.table({c: pa.nulls(0) for c in columns}), np.zeros((0, 0), np.float32)
+    return pa.Table.from_batches(parts), matrix[:filled]
 
 
 def _merged(segments: list[Segment], alive: list[np.ndarray], name: str, exact: bool,
@@ -134,12 +157,13 @@ def _merged(segments: list[Segment], alive: list[np.ndarray], name: str, exact: 
         start = 1
     else:
         return segments, alive
-    parts = [segment.with_vectors(mask) for segment, mask in zip(segments[start:],
-                                                                 alive[start:], strict=True)]
-    rows = pa.concat_tables(parts)
+    merging = list(zip(segments[start:], alive[start:], strict=True))
+    rows = pa.concat_tables([segment.table.filter(pa.array(mask)) for segment, mask in merging])
+    vectors = np.concatenate([segment.vectors.in_row_order()[mask]
+                              for segment, mask in merging])
     kept_segments, kept_alive = segments[:start], alive[:start]
     if rows.num_rows:
-        kept_segments.append(Segment(rows, key=PRIMARY_KEYS[name], exact=exact))
+        kept_segments.append(Segment(rows, vectors, key=PRIMARY_KEYS[name], exact=exact))
         kept_alive.append(np.ones(rows.num_rows, dtype=bool))
     return kept_segments, kept_alive
 

@@ -13,17 +13,16 @@ import pyarrow.compute as pc
 
 from propdex.resident.text import TextPostings
 from propdex.resident.vectors import VectorMatrix
-from propdex.store.schema import FTS_COLUMN, VECTOR
+from propdex.store.schema import FTS_COLUMN
 
 
 class Segment:
     """Rows (an Arrow table without the vectors), their VectorMatrix and TextPostings."""
 
-    def __init__(self, rows: pa.Table, *, key: str, exact: bool = False):
-        vectors = _matrix(rows.column(VECTOR))
+    def __init__(self, rows: pa.Table, vectors: np.ndarray, *, key: str, exact: bool = False):
         # One chunk per column: taking rows from LanceDB's ~100 batches costs 1.4 ms per
         # 100 rows, from one 0.08 ms (100k propositions), and a search takes rows six times.
-        self.table = rows.drop_columns([VECTOR]).combine_chunks()
+        self.table = rows.combine_chunks()
         self.key = key  # chunk_id or prop_id
         self.vectors = VectorMatrix(vectors, exact=exact)
         self.text = TextPostings(self.table.column(FTS_COLUMN).to_pylist())
@@ -38,7 +37,11 @@ class Segment:
         # Chunks have no grades: every row counts as passed.
         self.passed = (self.table.column("passed").fill_null(False).to_numpy(zero_copy_only=False)
                        if "passed" in self.table.column_names else np.ones(self.rows, bool))
+        # Built now for chunks, whose ids search looks up (parents of proposition hits);
+        # a proposition's id is never looked up.
         self._positions: dict[str, list[int]] | None = None
+        if key == "chunk_id":
+            self.positions_of("")
 
     def positions_of(self, key_value: str) -> list[int]:
         """Row positions holding ``key_value`` in the key column (built on first use)."""
@@ -58,19 +61,10 @@ class Segment:
                 mask[rows] = True
         return mask
 
-    def vectors_in_order(self) -> np.ndarray:
-        return self.vectors.in_row_order()
 
-    def with_vectors(self, keep: np.ndarray) -> pa.Table:
-        """The rows under ``keep`` with their vectors again (to build a merged segment)."""
-        vectors = self.vectors_in_order()[keep]
-        column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1])
-        return self.table.filter(pa.array(keep)).append_column(VECTOR, column)
-
-
-def _matrix(column: pa.ChunkedArray) -> np.ndarray:
+def vector_matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A fixed-size-list vector column as a (rows, dim) float32 matrix."""
-    array = column.combine_chunks()
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if len(array) == 0:
         return np.zeros((0, array.type.list_size), dtype=np.float32)
     values = array.flatten().to_numpy(zero_copy_only=False)

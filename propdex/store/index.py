@@ -291,9 +291,18 @@ class Index:
     def read_arrow(self, name: str, columns: Sequence[str], where: str | None = None,
                    ) -> pa.Table:
         """``read`` as an Arrow table (no table yet: zero rows, every column null-typed)."""
+        batches = list(self.read_batches(name, columns, where))
+        if not batches:
+            return pa.table({c: pa.nulls(0) for c in columns})
+        return pa.Table.from_batches(batches)
+
+    def read_batches(self, name: str, columns: Sequence[str], where: str | None = None,
+                     ) -> Iterator[pa.RecordBatch]:
+        """``read`` as a stream of Arrow record batches, so that a reader of a large table
+        holds one batch at a time rather than the whole table twice."""
         table = self.table(name)
         if table is None:
-            return pa.table({c: pa.nulls(0) for c in columns})
+            return
         # An index written by an older propdex may lack newer columns: they read as null.
         stored = set(table.schema.names)  # one schema lookup: each is a round trip to Lance
         present = [c for c in columns if c in stored]
@@ -301,11 +310,17 @@ class Index:
             query = table.search().select(present)
             if where:
                 query = query.where(where)
-            data = query.to_arrow()
-        for column in columns:
-            if column not in stored:
-                data = data.append_column(column, pa.nulls(len(data)))
-        return data.select(list(columns))
+            reader = query.to_batches()
+            for batch in reader:
+                for column in columns:
+                    if column not in stored:
+                        batch = batch.append_column(column, pa.nulls(len(batch)))
+                yield batch.select(list(columns))
+
+    def count(self, name: str, where: str | None = None) -> int:
+        """Rows of a table (also uncommitted ones) matching ``where``; 0 without the table."""
+        table = self.table(name)
+        return 0 if table is None else self._count(table, where)
 
     def vector_search(self, name: str, vector: np.ndarray, *, limit: int,
                       columns: Sequence[str], where: str | None = None) -> list[dict]:

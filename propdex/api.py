@@ -64,6 +64,7 @@ class IndexReader:
         # Long-running readers search the live rows held in memory (propdex.resident): the
         # same results, without four LanceDB queries per search.
         self.resident: ResidentIndex | None = None
+        self._resident_search = threading.Lock()
         if resident:
             from propdex.resident import ResidentIndex
 
@@ -99,10 +100,20 @@ class IndexReader:
                source: str | None = None) -> list[SearchResult]:
         """The top ``k`` results for ``query`` (see propdex.search.search); ``source`` is a
         glob over source paths, ``doc_ids`` restricts to those documents."""
-        # Embedded lazily: the full-text rankings start while the query is being embedded.
-        vector = None if mode == "fts" else functools.partial(self._query_vector, query)
-        return search(self.resident or self.index, query, vector, level=level, mode=mode, k=k,
-                      doc_ids=doc_ids, source_glob=source)
+        if self.resident is None:
+            # Embedded lazily: the full-text rankings start while the query is being embedded.
+            vector = None if mode == "fts" else functools.partial(self._query_vector, query)
+            return search(self.index, query, vector, level=level, mode=mode, k=k,
+                          doc_ids=doc_ids, source_glob=source)
+        # Resident: the view (refreshed, if a commit landed, without holding up others) and
+        # the query vector (ONNX Runtime, outside the GIL) first, then the search itself,
+        # one at a time: it is Python and short NumPy calls, and 32 at once on threads
+        # served 136 searches/s at 100k propositions against 220/s one after the other.
+        view = self.resident.view()
+        vector = None if mode == "fts" else self._query_vector(query)
+        with self._resident_search:
+            return search(view, query, vector, level=level, mode=mode, k=k, doc_ids=doc_ids,
+                          source_glob=source)
 
     def _embed_query(self, query: str) -> np.ndarray:
         vector = np.array(self.embedder.embed_query(query), dtype=np.float32)

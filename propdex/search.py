@@ -82,9 +82,10 @@ def _ranking_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def _all_at_once(calls: list[Callable[[], T]]) -> list[T]:
-    """Results of ``calls`` in order, run concurrently (the last one in this thread)."""
-    if len(calls) < 2:
+def _all_at_once(calls: list[Callable[[], T]], source: Rankings) -> list[T]:
+    """Results of ``calls`` in order, run concurrently (the last one in this thread) when
+    ``source`` answers outside the GIL, else one after the other."""
+    if len(calls) < 2 or not source.concurrent:
         return [call() for call in calls]
     futures: list[Future[T]] = [_ranking_pool().submit(call) for call in calls[:-1]]
     last = calls[-1]()
@@ -212,7 +213,7 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
     vector_rows: list[dict] = []
     text_rows: list[dict] = []
     if mode == "hybrid":
-        vector_rows, text_rows = _all_at_once([by_vector, by_text])
+        vector_rows, text_rows = _all_at_once([by_vector, by_text], source)
     elif mode == "vector":
         vector_rows = by_vector()
     else:
@@ -318,7 +319,7 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
         [functools.partial(_fetch_groups, source, PROPOSITIONS, query, vector, signal, depth,
                            PROP_COLUMNS, allowed, live) for signal in signals]
         + [functools.partial(_fetch_groups, source, CHUNKS, query, vector, signal, depth,
-                             CHUNK_COLUMNS, allowed, live) for signal in signals])
+                             CHUNK_COLUMNS, allowed, live) for signal in signals], source)
     prop_rankings, chunk_rankings = rankings[:len(signals)], rankings[len(signals):]
     fused = reciprocal_rank_fusion(
         [[{"chunk_id": chunk_id} for chunk_id in ranking]

@@ -57,6 +57,13 @@ def service(db, scripted):
         yield url
 
 
+@pytest.fixture(scope="module")
+def lancedb_service(db, scripted):
+    """The same index served with `--engine lancedb`: LanceDB queried at each search."""
+    with running_service(db, embedding_environment(scripted), "--engine", "lancedb") as url:
+        yield url
+
+
 @pytest.fixture
 def cli_env(monkeypatch, scripted):
     for name, value in embedding_environment(scripted).items():
@@ -196,6 +203,22 @@ def test_health_names_the_embedder_and_counts_live_documents(service, db):
     health = httpx.get(service + "/health").json()
     assert (str(db), "scripted-embed", DIM, 2) == (
         health["db"], health["embedder"], health["dim"], health["live_documents"])
+
+
+def test_health_reports_the_resident_rows(service):
+    resident = httpx.get(service + "/health").json()["resident"]
+    assert ({"propositions": 8, "chunks": 4}, {"propositions": 1, "chunks": 1}) == (
+        resident["rows"], resident["segments"])
+
+
+@pytest.mark.parametrize("options", [{}, {"level": "propositions", "mode": "fts", "k": 3},
+                                     {"level": "chunks", "mode": "vector"}])
+def test_the_lancedb_engine_serves_the_same_results(service, lancedb_service, options):
+    query = {"query": "Owls nest in old trees.", **options}
+    direct = httpx.post(lancedb_service + "/search", json=query).json()
+    assert (with_approximate_scores(direct), None) == (
+        httpx.post(service + "/search", json=query).json(),
+        httpx.get(lancedb_service + "/health").json()["resident"])
 
 
 def test_openapi_docs_are_served(service):

@@ -8,10 +8,11 @@ matrix products and array lookups.
 How it stays current: each ``view()`` asks LanceDB for the documents table's version (a
 tenth of a millisecond). When a commit, a failure record or a removal wrote a new version,
 the documents whose committed run changed are re-read, as one new segment, and their old
-rows are masked out. Only the caller that notices the new version refreshes; concurrent
-callers keep searching the previous view meanwhile, which is consistent in itself (its
-documents snapshot and its rows belong together), so nobody ever sees a half-applied commit
-or an uncommitted run.
+rows are masked out (20-30 ms of CPU per commit at 100k propositions). One caller refreshes;
+callers that saw the new version wait for it, and searches already under way finish on the
+view they started with, which is consistent in itself (its documents snapshot and its rows
+belong together): nobody sees a half-applied commit or an uncommitted run, and a search that
+starts after a commit sees it.
 """
 
 from __future__ import annotations
@@ -59,16 +60,14 @@ class ResidentIndex:
         return self.view()
 
     def view(self) -> ResidentView:
-        """The latest view: refreshed now when the index changed and no other caller is
-        refreshing it already (that caller's result is used by the next call)."""
+        """The latest view, refreshed first when the index changed since the current one.
+        A caller that sees a newer version waits for the refresh (its own or another
+        caller's): a search that starts after a commit returns that commit's results."""
         current = self._view
         snapshot = self.index.live_documents()
         if snapshot.version == current.version:
             return current
-        # The first load is waited for by everyone: there is no earlier view to answer from.
-        if not self._refresh.acquire(blocking=current.version is None):
-            return current
-        try:
+        with self._refresh:
             current = self._view
             snapshot = self.index.live_documents()
             if snapshot.version != current.version:
@@ -78,8 +77,6 @@ class ResidentIndex:
                 if current.version is None:
                     _release_freed_memory()
             return self._view
-        finally:
-            self._refresh.release()
 
 
 def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: bool,
@@ -113,35 +110,50 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
 def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool,
                ) -> tuple[pa.Table, np.ndarray]:
     """The rows of ``runs`` (doc_id -> committed run_id) in table ``name``: their columns
-    but the vectors, and the vectors as one float32 matrix. Read batch by batch, each
-    batch's vectors copied into the matrix at once, so the vectors are held once (at 1M
-    propositions, 1.5 GB), not as Arrow data and a copy."""
+    but the vectors, and the vectors as one float32 matrix. Read batch by batch; a first
+    load copies each batch's vectors straight into a matrix sized by the row count, so the
+    vectors are held once (at 1M propositions, 1.5 GB), not as Arrow data and a copy."""
     where = None if everything or len(runs) > _MAX_IN_LIST else p.in_list("doc_id", list(runs))
     wanted = pa.array([f"{doc_id}\x00{run_id}" for doc_id, run_id in runs.items()])
     columns = [c for c in COLUMNS[name] if c != VECTOR]
-    capacity, filled = index.count(name, where), 0
-    matrix: np.ndarray | None = None
+    # Counting costs a scan under a filter: only a whole-table read is sized beforehand.
+    matrix = _Matrix(index.count(name) if where is None else 0)
     parts = []
     for batch in index.read_batches(name, COLUMNS[name], where):
         pairs = pc.binary_join_element_wise(batch.column("doc_id"), batch.column("run_id"),
                                             "\x00")
         batch = batch.filter(pc.is_in(pairs, value_set=wanted))
-        if not batch.num_rows:
-            continue
-        vectors = vector_matrix(batch.column(VECTOR))
-        if matrix is None or filled + len(vectors) > len(matrix):
-            # Rows appended since the count: grow (rare; the count is normally exact).
-            grown = np.empty((max(capacity, filled + len(vectors)), vectors.shape[1]),
-                             dtype=np.float32)
-            if matrix is not None:
-                grown[:filled] = matrix[:filled]
-            matrix = grown
-        matrix[filled:filled + len(vectors)] = vectors
-        filled += len(vectors)
-        parts.append(batch.select(columns))
-    if matrix is None:
+        if batch.num_rows:
+            matrix.append(vector_matrix(batch.column(VECTOR)))
+            parts.append(batch.select(columns))
+    if not parts:
         return pa.table({c: pa.nulls(0) for c in columns}), np.zeros((0, 0), np.float32)
-    return pa.Table.from_batches(parts), matrix[:filled]
+    return pa.Table.from_batches(parts), matrix.rows()
+
+
+class _Matrix:
+    """Vectors appended batch by batch into one preallocated float32 matrix."""
+
+    def __init__(self, capacity: int):
+        self._capacity = capacity
+        self._data: np.ndarray | None = None
+        self._filled = 0
+
+    def append(self, vectors: np.ndarray) -> None:
+        if self._data is None or self._filled + len(vectors) > len(self._data):
+            # More rows than the count (appended since) or no count: grow by half.
+            size = max(self._capacity, self._filled + len(vectors),
+                       int(1.5 * (self._filled + len(vectors))) if self._data is not None else 0)
+            grown = np.empty((size, vectors.shape[1]), dtype=np.float32)
+            if self._data is not None:
+                grown[:self._filled] = self._data[:self._filled]
+            self._data = grown
+        self._data[self._filled:self._filled + len(vectors)] = vectors
+        self._filled += len(vectors)
+
+    def rows(self) -> np.ndarray:
+        assert self._data is not None
+        return self._data[:self._filled]
 
 
 def _merged(segments: list[Segment], alive: list[np.ndarray], name: str, exact: bool,

@@ -4,52 +4,61 @@ Measured on this project's 2-core machine (OpenBLAS through NumPy): a matrix-vec
 over 100,000 x 384 float32 vectors takes about 2.5 ms, and 32 slices of 1,000 vectors 1.5 ms.
 So a matrix up to IVF_THRESHOLD rows is searched exactly, and a larger one through an
 inverted file: k-means centroids (sqrt(rows) of them), rows stored sorted by their nearest
-centroid, and a query scans the rows of its NPROBES nearest centroids. Scores are cosine
-similarities computed exactly (dot product over both norms), as LanceDB's cosine distance is.
+centroid, and a query scans the rows of its nearest centroids (PROBE_SHARE of them). Rows and
+queries are scaled to unit length, so a dot product is the cosine similarity LanceDB's cosine
+distance gives (to float32 rounding).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 IVF_THRESHOLD = 50_000
-NPROBES = 40  # the same probes as LanceDB's IVF_FLAT in propdex (store/index.py)
+# Lists probed per query: 4% of them, at least 16 (at 1M rows 40 of 1,000, the probes of
+# LanceDB's IVF_FLAT in propdex; at 100k 16 of 316). Recall: bench/bench_serve.py.
+PROBE_SHARE = 0.04
+MIN_PROBES = 16
 _KMEANS_ITERATIONS = 6
 _SAMPLE_PER_CENTROID = 32
 _ASSIGN_BATCH = 65_536  # rows per matrix product while assigning: 65k x 1000 floats = 256 MB
 
 
 class VectorMatrix:
-    """Immutable: the vectors of one segment of rows, searchable by cosine similarity."""
+    """Immutable: the vectors of one segment of rows, searchable by cosine similarity.
+    It takes ``vectors`` over: they are scaled to unit length in place (a copy of 1M
+    vectors would be another 1.5 GB while the index loads)."""
 
     def __init__(self, vectors: np.ndarray, *, exact: bool = False, seed: int = 0):
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2:
             raise ValueError(f"vectors must be a 2-d matrix, got shape {vectors.shape}")
-        norms = np.linalg.norm(vectors, axis=1)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         norms[norms == 0] = 1.0  # a zero vector scores 0 against everything, never NaN
+        vectors /= norms
         self.rows = len(vectors)
         self.dim = vectors.shape[1]
+        self._order: np.ndarray | None = None
+        self._vectors = vectors
         if exact or self.rows < IVF_THRESHOLD:
-            self._order: np.ndarray | None = None
-            self._vectors = vectors
-            self._norms = norms
             return
-        centroids = _kmeans(vectors, norms, round(self.rows ** 0.5), seed)
+        centroids = _kmeans(vectors, round(self.rows ** 0.5), seed)
         assignment = _nearest(vectors, centroids)
         # Rows sorted by centroid: each centroid's rows are one contiguous slice.
         self._order = np.argsort(assignment, kind="stable")
         self._vectors = vectors[self._order]
-        self._norms = norms[self._order]
         self._centroids = centroids
         self._bounds = np.searchsorted(assignment[self._order], np.arange(len(centroids) + 1))
+        self._probes = min(len(centroids), max(MIN_PROBES, math.ceil(PROBE_SHARE
+                                                                     * len(centroids))))
 
     @property
     def approximate(self) -> bool:
         return self._order is not None
 
     def in_row_order(self) -> np.ndarray:
-        """The vectors as given (row positions in the order they were built from)."""
+        """The (unit) vectors in the order of the rows they were built from."""
         if self._order is None:
             return self._vectors
         vectors = np.empty_like(self._vectors)
@@ -64,17 +73,19 @@ class VectorMatrix:
         if query.shape != (self.dim,):
             raise ValueError(f"query vector has shape {query.shape}; the index holds "
                              f"{self.dim}-dimensional vectors")
-        query_norm = float(np.linalg.norm(query)) or 1.0
+        query = query / (np.linalg.norm(query) or np.float32(1.0))
         if self._order is None:
-            scores = (self._vectors @ query) / (self._norms * query_norm)
-            return _top(np.arange(self.rows), scores, limit, keep)
-        nearest = np.argsort(-(self._centroids @ query))[:NPROBES]
-        slices = [slice(self._bounds[c], self._bounds[c + 1]) for c in nearest]
-        positions = np.concatenate([np.arange(s.start, s.stop) for s in slices])
-        scores = np.concatenate([(self._vectors[s] @ query) / (self._norms[s] * query_norm)
-                                 for s in slices])
-        rows = self._order[positions]
-        return _top(rows, scores, limit, keep)
+            return _top(np.arange(self.rows), self._vectors @ query, limit, keep)
+        nearest = np.argpartition(-(self._centroids @ query), self._probes - 1)[:self._probes]
+        starts, ends = self._bounds[nearest], self._bounds[nearest + 1]
+        lengths = ends - starts
+        # Positions of every probed row, slice after slice, without a Python loop.
+        offsets = np.cumsum(lengths) - lengths
+        positions = np.arange(int(lengths.sum())) + np.repeat(starts - offsets, lengths)
+        scores = np.empty(len(positions), dtype=np.float32)
+        for start, end, offset in zip(starts.tolist(), ends.tolist(), offsets.tolist()):
+            np.matmul(self._vectors[start:end], query, out=scores[offset:offset + end - start])
+        return _top(self._order[positions], scores, limit, keep)
 
 
 def _top(rows: np.ndarray, scores: np.ndarray, limit: int, keep: np.ndarray | None,
@@ -90,12 +101,11 @@ def _top(rows: np.ndarray, scores: np.ndarray, limit: int, keep: np.ndarray | No
     return rows[order], scores[order]
 
 
-def _kmeans(vectors: np.ndarray, norms: np.ndarray, clusters: int, seed: int) -> np.ndarray:
+def _kmeans(unit_vectors: np.ndarray, clusters: int, seed: int) -> np.ndarray:
     """Spherical k-means centroids (unit length) trained on a sample of the rows."""
     rng = np.random.default_rng(seed)
-    sample_size = min(len(vectors), clusters * _SAMPLE_PER_CENTROID)
-    picked = np.sort(rng.choice(len(vectors), sample_size, replace=False))
-    sample = vectors[picked] / norms[picked, None]
+    sample_size = min(len(unit_vectors), clusters * _SAMPLE_PER_CENTROID)
+    sample = unit_vectors[np.sort(rng.choice(len(unit_vectors), sample_size, replace=False))]
     centroids = sample[rng.choice(sample_size, clusters, replace=False)].copy()
     for _ in range(_KMEANS_ITERATIONS):
         assignment = np.argmax(sample @ centroids.T, axis=1)
@@ -113,8 +123,7 @@ def _kmeans(vectors: np.ndarray, norms: np.ndarray, clusters: int, seed: int) ->
 
 
 def _nearest(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Index of each row's nearest centroid by cosine: centroids are unit length, so for
-    one row the largest dot product is the largest cosine, without normalising the rows."""
+    """Index of each row's nearest centroid by cosine (rows and centroids are unit length)."""
     assignment = np.empty(len(vectors), dtype=np.int32)
     for start in range(0, len(vectors), _ASSIGN_BATCH):
         block = vectors[start:start + _ASSIGN_BATCH]

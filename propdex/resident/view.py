@@ -12,6 +12,7 @@ every live run, rejected propositions included, as LanceDB counts every row of i
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,11 @@ class TableState:
     alive: tuple[np.ndarray, ...] = ()
     keep: tuple[np.ndarray, ...] = ()
 
+    @functools.cached_property
+    def whole(self) -> tuple[bool, ...]:
+        """Per segment: every row is live."""
+        return tuple(bool(mask.all()) for mask in self.alive)
+
     @property
     def live_rows(self) -> int:
         return int(sum(int(mask.sum()) for mask in self.alive))
@@ -49,6 +55,10 @@ class TableState:
 
 class ResidentView:
     """The Rankings of one documents-table version, answered from memory."""
+
+    # Its rankings are short NumPy calls between Python steps: run at once on threads they
+    # contend for the GIL, and one search took more CPU than its rankings one after another.
+    concurrent = False
 
     def __init__(self, snapshot: LiveDocuments, tables: dict[str, TableState]):
         self.snapshot = snapshot
@@ -83,11 +93,12 @@ class ResidentView:
         if not terms or not state.segments:
             return []
         postings = [[segment.text.postings(term) for term in terms] for segment in state.segments]
-        # Document frequencies over the live rows of every segment.
+        # Document frequencies over the live rows of every segment (a segment without
+        # masked rows counts its postings as they are).
         frequencies = np.zeros(len(terms))
-        for lists, alive in zip(postings, state.alive, strict=True):
+        for lists, alive, whole in zip(postings, state.alive, state.whole, strict=True):
             for position, (rows, _) in enumerate(lists):
-                frequencies[position] += np.count_nonzero(alive[rows])
+                frequencies[position] += len(rows) if whole else np.count_nonzero(alive[rows])
         documents, average = self._text_statistics[table]
         idf = bm25_idf(frequencies, documents)
         hits = []

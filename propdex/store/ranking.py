@@ -31,6 +31,10 @@ class RankingSource(Protocol):
 
 
 class Rankings(Protocol):
+    # True when a ranking's work happens outside the GIL, so that propdex.search runs the
+    # rankings of one search at once on its thread pool.
+    concurrent: bool
+
     def live_documents(self) -> LiveDocuments: ...
 
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
@@ -44,6 +48,8 @@ class Rankings(Protocol):
 
 class LanceRankings:
     """Rankings read from the LanceDB tables of ``index`` at each call."""
+
+    concurrent = True  # LanceDB queries run in Rust without the GIL
 
     def __init__(self, index: Index):
         self.index = index

@@ -65,6 +65,21 @@ def test_reads_on_a_missing_database_are_empty_and_create_nothing(tmp_path, crea
     assert (([], None, [], 0, {}), False) == (outcome, path.exists())
 
 
+def test_batches_hold_every_row_with_absent_columns_as_nulls(index):
+    index.replace_document(*make_version("d", "r1", PARAGRAPHS_V2).rows)
+    rows = [row for batch in index.read_batches(CHUNKS, ["chunk_id", "no_such_column"])
+            for row in batch.to_pylist()]
+    assert ([{"chunk_id": f"d:c{i}", "no_such_column": None} for i in range(3)], 3, 1) == (
+        sorted(rows, key=lambda r: r["chunk_id"]), index.count(CHUNKS),
+        index.count(CHUNKS, eq("chunk_id", "d:c1")))
+
+
+def test_a_missing_table_has_no_batches_and_no_rows(tmp_path):
+    index = Index.open(str(tmp_path / "missing-db"), create=False)
+    assert ([], 0, 0) == (list(index.read_batches(CHUNKS, ["chunk_id"])), index.count(CHUNKS),
+                          index.read_arrow(CHUNKS, ["chunk_id"]).num_rows)
+
+
 def test_relative_paths_are_opened_as_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert str(tmp_path / "db") == Index.open("db").uri

@@ -24,7 +24,8 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
    (offline LLM backend, same embedder) and (b) a writer replaces benchmark documents over and
    over, each time first appending an *uncommitted* version whose rows carry the query
    vectors themselves (the best possible matches) and the text "UNCOMMITTED". Reported:
-   requests, errors, p50 / p95, and results that came from an uncommitted run (must be 0).
+   requests, errors, p50 / p95, and results that came from an uncommitted run (must be 0);
+   first, as a reference, the same clients for 20 s with nothing committing.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from serve_indexes import (  # noqa: E402  (bench/ is not a package)
 K = 10
 UNCOMMITTED = "UNCOMMITTED"
 INGEST_DOCUMENTS = 150  # text files of 30 corpus sentences: commits all through the window
+QUIET_SECONDS = 20  # the clients alone first, as a reference for the run with commits
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -294,6 +296,24 @@ def _ingest_folder(folder: Path, data: Sentences, documents: int) -> Path:
     return folder
 
 
+def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -> dict:
+    """The same clients with nothing committing: what the service gives on its own."""
+    load, stop = Load(), threading.Event()
+    threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
+               for i in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    return {"requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
+            "p50": percentile(load.latencies, 50), "p95": percentile(load.latencies, 95),
+            "throughput": len(load.latencies) / elapsed, "seconds": elapsed}
+
+
 def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
                 clients: int, seconds: float, workdir: Path, engine: str) -> dict:
     copy = workdir / "concurrent-db"
@@ -302,6 +322,7 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     load = Load()
     stop = threading.Event()
     with service(copy, workdir / "serve-concurrent.log", engine) as (url, _, _pid):
+        quiet = _quiet_clients(url, queries, clients, QUIET_SECONDS)
         ingest = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db", str(copy),
              "--llm", "offline", "--json", "--no-prune"],
@@ -336,7 +357,8 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     ingested = [row["ingested_at"].timestamp() for row in Index.open(str(copy)).documents()
                 if row["source"].startswith(str(folder)) and row["ingested_at"] is not None]
     during = sum(window[0] <= t <= window[1] for t in ingested)
-    return {"requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
+    return {"quiet": quiet,
+            "requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
             "error_examples": load.errors[:3], "p50": percentile(load.latencies, 50),
             "p95": percentile(load.latencies, 95), "uncommitted": load.uncommitted,
             "writer_commits": load.commits, "ingested": len(ingested), "ingested_during": during,
@@ -449,10 +471,14 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
               f"queries) and a writer committed {c['writer_commits']} "
               f"replacements (each after appending an uncommitted version built from the "
               f"query vectors):\n")
-        print("| requests | errors | p50 ms | p95 ms | requests/s | results from uncommitted runs |")
-        print("|---:|---:|---:|---:|---:|---:|")
-        print(f"| {c['requests']} | {c['errors']} | {c['p50']:.0f} | {c['p95']:.0f} | "
-              f"{c['throughput']:.0f} | {c['uncommitted']} |")
+        print("| phase | requests | errors | p50 ms | p95 ms | requests/s | results from "
+              "uncommitted runs |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        q = c["quiet"]
+        print(f"| first {q['seconds']:.0f} s, nothing committing | {q['requests']} | "
+              f"{q['errors']} | {q['p50']:.0f} | {q['p95']:.0f} | {q['throughput']:.0f} | - |")
+        print(f"| during the commits | {c['requests']} | {c['errors']} | {c['p50']:.0f} | "
+              f"{c['p95']:.0f} | {c['throughput']:.0f} | {c['uncommitted']} |")
         for example in c["error_examples"]:
             print(f"\nerror: {example}")
 

@@ -296,11 +296,8 @@ def _ingest_folder(folder: Path, data: Sentences, documents: int) -> Path:
     return folder
 
 
-def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -> dict:
-    """The same clients with nothing committing: what the service gives on its own."""
-    load, stop = Load(), threading.Event()
-    threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
-               for i in range(clients)]
+def _run_for(seconds: float, stop: threading.Event, threads: list[threading.Thread]) -> float:
+    """Start ``threads``, stop them after ``seconds``; the seconds they ran."""
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -308,7 +305,14 @@ def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -
     stop.set()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -> dict:
+    """The same clients with nothing committing: what the service gives on its own."""
+    load, stop = Load(), threading.Event()
+    elapsed = _run_for(seconds, stop, [threading.Thread(
+        target=_client, args=(url, queries, i, stop, load)) for i in range(clients)])
     return {"requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
             "p50": percentile(load.latencies, 50), "p95": percentile(load.latencies, 95),
             "throughput": len(load.latencies) / elapsed, "seconds": elapsed}
@@ -333,14 +337,8 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
         threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
                    for i in range(clients)]
         threads.append(threading.Thread(target=_writer, args=(copy, data, vectors, stop, load)))
-        started, window_start = time.perf_counter(), time.time()
-        for thread in threads:
-            thread.start()
-        time.sleep(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
+        window_start = time.time()
+        elapsed = _run_for(seconds, stop, threads)
         # Its commits during the window are what counts: stop it and its worker processes
         # (a killed run leaves every document in its old or new version; this copy is
         # thrown away anyway).

@@ -5,12 +5,15 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from propdex.resident import ResidentIndex
-from propdex.resident import index as resident_index
+from propdex.resident.merging import MIN_LIVE_SHARE, merge_plan, merged_segment, swapped
+from propdex.resident.segment import Segment
 from propdex.resident.vectors import VectorMatrix
-from propdex.search import search
+from propdex.resident.view import TableState
+from propdex.search import CHUNK_COLUMNS, search
 from propdex.store import Index
 from tests.store_rows import DIM, axis, make_version, unit
 
@@ -149,18 +152,58 @@ def test_a_view_in_use_is_unchanged_by_a_commit(fresh):
     assert before == results(view, "owl", axis(0), k=10)
 
 
-def test_merged_segments_give_the_same_results_as_lancedb(fresh, monkeypatch):
-    monkeypatch.setattr(resident_index, "MAX_SEGMENTS", 2)
+def test_merged_segments_give_the_same_results_as_lancedb(fresh):
     resident = ResidentIndex(fresh)
-    for number in range(5, 12):  # one commit (one new segment) at a time
+    for number in range(5, 30):  # one commit (one new segment) at a time
         fresh.replace_document(*document(number).rows)
         resident.view()
     fresh.replace_document(*document(6, run_id="r2", seed=99).rows)
+    resident.view()
+    resident.wait_for_merges()
     view = resident.view()
     for query, vector in QUERIES:
         assert comparable(results(fresh, query, vector, k=10)) == comparable(
             results(view, query, vector, k=10))
-    assert len(view.tables["chunks"].segments) <= 3
+    # 26 commits, merged by the binary-counter rule: a handful of segments, none mostly dead.
+    state = view.tables["chunks"]
+    assert (True, True) == (len(state.segments) <= 6,
+                            all(mask.mean() >= MIN_LIVE_SHARE for mask in state.alive))
+
+
+def test_rows_replaced_while_a_merge_was_built_are_masked_in_it(fresh):
+    resident = ResidentIndex(fresh)
+    for number in range(5, 7):
+        fresh.replace_document(*document(number).rows)
+        resident.view()
+    resident.wait_for_merges()
+    base = resident.view().tables["chunks"]
+    plan = (0, len(base.segments))
+    merged = merged_segment(base, *plan, key="chunk_id", exact=False)
+    state = swapped(base, *plan, merged, gone=["doc005"])
+    live = {row["doc_id"] for segment, mask in zip(state.segments, state.alive, strict=True)
+            for row, alive in zip(segment.table.select(["doc_id"]).to_pylist(), mask,
+                                  strict=True) if alive}
+    assert ({f"doc{n:03d}" for n in (0, 1, 2, 3, 4, 6)}, 1) == (live, len(state.segments))
+
+
+@pytest.mark.parametrize(("live", "expected"), [
+    ([100], None),
+    ([100, 10], None),
+    ([100, 60], (0, 2)),
+    ([100, 30, 20], (1, 3)),
+    ([100, 30, 0], (2, 3)),
+])
+def test_the_newest_segment_merges_while_it_holds_half_the_rows_before_it(live, expected):
+    segments = [make_segment(n) for n in live]
+    alive = [np.arange(max(n, 1)) < n for n in live]  # an empty one: one masked row
+    assert expected == merge_plan(TableState.of(segments, alive))
+
+
+def make_segment(rows: int):
+    version = document(rows)
+    chunks = (version.chunks * (1 + max(rows, 1) // 3))[:max(rows, 1)]
+    table = pa.Table.from_pylist([{k: c[k] for k in CHUNK_COLUMNS} for c in chunks])
+    return Segment(table, np.stack([c["vector"] for c in chunks]), key="chunk_id")
 
 
 def test_a_resident_index_of_no_database_finds_nothing(tmp_path):

@@ -12,12 +12,14 @@ rows are masked out (20-30 ms of CPU per commit at 100k propositions). One calle
 callers that saw the new version wait for it, and searches already under way finish on the
 view they started with, which is consistent in itself (its documents snapshot and its rows
 belong together): nobody sees a half-applied commit or an uncommitted run, and a search that
-starts after a commit sees it.
+starts after a commit sees it. Segments are merged afterwards by a background thread
+(propdex.resident.merging).
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from propdex.resident.merging import merge_plan, merged_segment, swapped
 from propdex.resident.segment import Segment, vector_matrix
 from propdex.resident.view import ResidentView, TableState
 from propdex.search import CHUNK_COLUMNS, PROP_COLUMNS
@@ -35,13 +38,9 @@ from propdex.store.live import LiveDocuments
 from propdex.store.schema import CHUNKS, PRIMARY_KEYS, PROPOSITIONS, VECTOR
 
 COLUMNS = {PROPOSITIONS: [*PROP_COLUMNS, VECTOR], CHUNKS: [*CHUNK_COLUMNS, VECTOR]}
-# Segments beyond the first before the small ones are merged into one: each costs a search
-# a matrix product and a few lookups, and a long-running service sees a commit per document.
-MAX_SEGMENTS = 8
-# The first (large) segment is rebuilt with the rest once fewer than this share of its rows
-# is live: masked rows still cost memory and scan time.
-MIN_LIVE_SHARE = 0.5
 _MAX_IN_LIST = 1_000  # documents per doc_id IN (...) read; more read the table and filter
+
+logger = logging.getLogger("propdex")
 
 
 class ResidentIndex:
@@ -53,6 +52,7 @@ class ResidentIndex:
         self.exact = exact
         self._view = ResidentView(LiveDocuments(None), {name: TableState() for name in COLUMNS})
         self._refresh = threading.Lock()
+        self._merger: threading.Thread | None = None
         self.last_refresh_seconds: float | None = None
 
     def rankings(self) -> ResidentView:
@@ -76,13 +76,57 @@ class ResidentIndex:
                 self.last_refresh_seconds = time.perf_counter() - started
                 if current.version is None:
                     _release_freed_memory()
+                self._merge_in_background()
             return self._view
+
+    def wait_for_merges(self, timeout: float | None = None) -> None:
+        """Return once no background merge is under way (tests and benchmarks)."""
+        merger = self._merger
+        if merger is not None:
+            merger.join(timeout)
+
+    def _merge_in_background(self) -> None:
+        """Start the merging thread unless it runs (it looks at the latest view each time)."""
+        if self._merger is None or not self._merger.is_alive():
+            self._merger = threading.Thread(target=self._merge_all, daemon=True,
+                                            name="propdex-resident-merge")
+            self._merger.start()
+
+    def _merge_all(self) -> None:
+        try:
+            while self._merge_once():
+                pass
+        except Exception:  # the rows stay searchable unmerged; the next refresh retries
+            logger.exception("merging the resident index's segments failed")
+
+    def _merge_once(self) -> bool:
+        """Build one merge per table that needs one from the current view, then swap the
+        merged segments into the view current by then. Returns whether it merged."""
+        base = self._view
+        plans = {name: plan for name, state in base.tables.items()
+                 if (plan := merge_plan(state)) is not None}
+        if not plans:
+            return False
+        built = {name: merged_segment(base.tables[name], *plan, key=PRIMARY_KEYS[name],
+                                      exact=self.exact) for name, plan in plans.items()}
+        with self._refresh:
+            current = self._view
+            before, after = base.snapshot.runs, current.snapshot.runs
+            gone = [doc_id for doc_id, run_id in before.items() if after.get(doc_id) != run_id]
+            tables = dict(current.tables)
+            for name, (start, end) in plans.items():
+                # Only this thread replaces segments and refreshes append after them, so the
+                # merged ones are still in place (checked all the same: a swap must be exact).
+                if current.tables[name].segments[:end] == base.tables[name].segments[:end]:
+                    tables[name] = swapped(current.tables[name], start, end, built[name], gone)
+            self._view = ResidentView(current.snapshot, tables)
+        return True
 
 
 def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: bool,
              ) -> ResidentView:
     """``view`` brought to ``snapshot``: rows of runs no longer live masked, the new live
-    runs read as one segment per table, small segments merged."""
+    runs read as one segment per table (merged later, in the background)."""
     before, after = view.snapshot.runs, snapshot.runs
     gone = [doc_id for doc_id, run_id in before.items() if after.get(doc_id) != run_id]
     new = {doc_id: run_id for doc_id, run_id in after.items() if before.get(doc_id) != run_id}
@@ -100,10 +144,7 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
             if rows.num_rows:
                 segments.append(Segment(rows, vectors, key=PRIMARY_KEYS[name], exact=exact))
                 alive.append(np.ones(rows.num_rows, dtype=bool))
-        segments, alive = _merged(segments, alive, name, exact)
-        tables[name] = TableState(tuple(segments), tuple(alive),
-                                  tuple(mask & s.passed for s, mask in zip(segments, alive,
-                                                                           strict=True)))
+        tables[name] = TableState.of(segments, alive)
     return ResidentView(snapshot, tables)
 
 
@@ -154,30 +195,6 @@ class _Matrix:
     def rows(self) -> np.ndarray:
         assert self._data is not None
         return self._data[:self._filled]
-
-
-def _merged(segments: list[Segment], alive: list[np.ndarray], name: str, exact: bool,
-            ) -> tuple[list[Segment], list[np.ndarray]]:
-    """Merge the small segments into one when there are too many, and everything into one
-    when most of the first segment's rows are dead."""
-    if not segments:
-        return segments, alive
-    first_live = alive[0].mean() if len(alive[0]) else 0.0
-    if first_live < MIN_LIVE_SHARE:
-        start = 0
-    elif len(segments) > MAX_SEGMENTS + 1:
-        start = 1
-    else:
-        return segments, alive
-    merging = list(zip(segments[start:], alive[start:], strict=True))
-    rows = pa.concat_tables([segment.table.filter(pa.array(mask)) for segment, mask in merging])
-    vectors = np.concatenate([segment.vectors.in_row_order()[mask]
-                              for segment, mask in merging])
-    kept_segments, kept_alive = segments[:start], alive[:start]
-    if rows.num_rows:
-        kept_segments.append(Segment(rows, vectors, key=PRIMARY_KEYS[name], exact=exact))
-        kept_alive.append(np.ones(rows.num_rows, dtype=bool))
-    return kept_segments, kept_alive
 
 
 def _release_freed_memory() -> None:

@@ -34,6 +34,11 @@ class TableState:
     alive: tuple[np.ndarray, ...] = ()
     keep: tuple[np.ndarray, ...] = ()
 
+    @classmethod
+    def of(cls, segments: list[Segment], alive: list[np.ndarray]) -> TableState:
+        return cls(tuple(segments), tuple(alive),
+                   tuple(mask & s.passed for s, mask in zip(segments, alive, strict=True)))
+
     @functools.cached_property
     def whole(self) -> tuple[bool, ...]:
         """Per segment: every row is live."""

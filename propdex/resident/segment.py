@@ -7,12 +7,14 @@ now and then (propdex.resident.index), so a search visits a handful of them.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from propdex.resident.text import TextPostings
-from propdex.resident.vectors import VectorMatrix
+from propdex.resident.vectors import IVF_THRESHOLD, VectorMatrix
 from propdex.store.schema import FTS_COLUMN
 
 
@@ -24,8 +26,17 @@ class Segment:
         # 100 rows, from one 0.08 ms (100k propositions), and a search takes rows six times.
         self.table = rows.combine_chunks()
         self.key = key  # chunk_id or prop_id
-        self.vectors = VectorMatrix(vectors, exact=exact)
-        self.text = TextPostings(self.table.column(FTS_COLUMN).to_pylist())
+        texts = self.table.column(FTS_COLUMN).to_pylist()
+        if len(vectors) < IVF_THRESHOLD:
+            self.vectors = VectorMatrix(vectors, exact=exact)
+            self.text = TextPostings(texts)
+        else:
+            # The inverted file's k-means is BLAS (outside the GIL) and the postings are
+            # Python: built side by side they overlap on two cores.
+            with ThreadPoolExecutor(1, thread_name_prefix="propdex-ivf") as pool:
+                building = pool.submit(VectorMatrix, vectors, exact=exact)
+                self.text = TextPostings(texts)
+                self.vectors = building.result()
         self.rows = self.table.num_rows
         encoded = pc.dictionary_encode(self.table.column("doc_id")).combine_chunks()
         self.doc_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)

@@ -25,7 +25,6 @@ class Segment:
         # One chunk per column: taking rows from LanceDB's ~100 batches costs 1.4 ms per
         # 100 rows, from one 0.08 ms (100k propositions), and a search takes rows six times.
         self.table = rows.combine_chunks()
-        self.key = key  # chunk_id or prop_id
         texts = self.table.column(FTS_COLUMN).to_pylist()
         if len(vectors) < IVF_THRESHOLD:
             self.vectors = VectorMatrix(vectors, exact=exact)
@@ -39,29 +38,24 @@ class Segment:
                 self.vectors = building.result()
         self.rows = self.table.num_rows
         encoded = pc.dictionary_encode(self.table.column("doc_id")).combine_chunks()
-        self.doc_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-        self.doc_names: list[str] = encoded.dictionary.to_pylist()
-        order = np.argsort(self.doc_codes, kind="stable")
-        bounds = np.searchsorted(self.doc_codes[order], np.arange(len(self.doc_names) + 1))
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
         self.rows_of_doc = {name: order[bounds[code]:bounds[code + 1]]
-                            for code, name in enumerate(self.doc_names)}
+                            for code, name in enumerate(encoded.dictionary.to_pylist())}
         # Chunks have no grades: every row counts as passed.
         self.passed = (self.table.column("passed").fill_null(False).to_numpy(zero_copy_only=False)
                        if "passed" in self.table.column_names else np.ones(self.rows, bool))
-        # Built now for chunks, whose ids search looks up (parents of proposition hits);
-        # a proposition's id is never looked up.
-        self._positions: dict[str, list[int]] | None = None
+        # Row positions by id, for chunks only: search looks up the parent chunks of
+        # proposition hits by id, and never a proposition.
+        self._positions: dict[str, list[int]] = {}
         if key == "chunk_id":
-            self.positions_of("")
+            for position, value in enumerate(self.table.column(key).to_pylist()):
+                self._positions.setdefault(value, []).append(position)
 
-    def positions_of(self, key_value: str) -> list[int]:
-        """Row positions holding ``key_value`` in the key column (built on first use)."""
-        if self._positions is None:
-            positions: dict[str, list[int]] = {}
-            for position, value in enumerate(self.table.column(self.key).to_pylist()):
-                positions.setdefault(value, []).append(position)
-            self._positions = positions
-        return self._positions.get(key_value, [])
+    def positions_of(self, chunk_id: str) -> list[int]:
+        """Row positions holding ``chunk_id`` (a segment of chunks)."""
+        return self._positions.get(chunk_id, [])
 
     def documents_mask(self, doc_ids: list[str]) -> np.ndarray:
         """Rows belonging to any of ``doc_ids``."""

@@ -13,7 +13,6 @@ every live run, rejected propositions included, as LanceDB counts every row of i
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,9 +91,8 @@ class ResidentView:
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
                      doc_ids: list[str] | None) -> list[dict]:
         state = self.tables[table]
-        # A term repeated in the query counts once per occurrence, as in LanceDB.
-        counted = Counter(analyze(query))
-        terms = list(counted)
+        query_terms = analyze(query)
+        terms = list(dict.fromkeys(query_terms))
         if not terms or not state.segments:
             return []
         postings = [[segment.text.postings(term) for term in terms] for segment in state.segments]
@@ -107,8 +105,9 @@ class ResidentView:
         documents, average = self._text_statistics[table]
         idf = bm25_idf(frequencies, documents)
         hits = []
-        # Every occurrence of a term in the query is a term of the sum (LanceDB's order).
-        occurrences = [terms.index(term) for term in analyze(query)]
+        # A term repeated in the query counts once per occurrence, as in LanceDB: every
+        # occurrence is a term of the sum, in the query's order.
+        occurrences = [terms.index(term) for term in query_terms]
         for number, (segment, lists) in enumerate(zip(state.segments, postings, strict=True)):
             candidates = _candidates(segment, state.alive[number], state.keep[number], doc_ids)
             rows, scores = _bm25(segment, [lists[i] for i in occurrences], idf[occurrences],

@@ -2,7 +2,8 @@
 commits -- all through the product's path (propdex.search.search behind IndexReader).
 
     python bench/bench_serve.py [--sizes 100000 1000000] [--queries 100] [--cold-runs 10]
-                                [--clients 32] [--seconds 60] [--corpus ../shared/corpus]
+                                [--clients 32] [--seconds 60] [--refresh-seconds S]
+                                [--corpus ../shared/corpus]
 
 Indexes: bench/serve_indexes.py (N propositions in N/100 documents, MiniLM-clustered
 vectors, cached under the system temp folder). Queries: held-out corpus sentences, embedded
@@ -21,18 +22,22 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
    ids / exact chunk ids.
 4. Concurrency (smallest size, on a copy of its index): --clients threads query the service
    for --seconds while (a) a real `propdex ingest` of generated text files commits documents
-   (offline LLM backend, same embedder) and (b) a writer replaces benchmark documents over and
-   over, each time first appending an *uncommitted* version whose rows carry the query
-   vectors themselves (the best possible matches) and the text "UNCOMMITTED". Reported:
-   requests, errors, p50 / p95, and results that came from an uncommitted run (must be 0);
-   first, as a reference, the same clients for 20 s with nothing committing.
+   (offline LLM backend, same embedder) and (b) a writer process replaces benchmark documents
+   over and over, each time first appending an *uncommitted* version whose rows carry the
+   query vectors themselves (the best possible matches) and the text "UNCOMMITTED".
+   Reported: requests, errors, p50 / p95, the service's CPU, results that came from an
+   uncommitted run (must be 0), and how long after its commit each writer round was first in
+   an answer; first, as a reference, the same clients for 20 s with nothing committing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import queue
+import re
 import resource
 import shutil
 import signal
@@ -60,6 +65,8 @@ from serve_indexes import (  # noqa: E402  (bench/ is not a package)
 
 K = 10
 UNCOMMITTED = "UNCOMMITTED"
+COMMITTED = "committed"  # the writer's committed rows: "committed ROUND chunk|proposition I"
+WRITTEN = re.compile(rf"{COMMITTED} (\d+) (?:chunk|proposition) \d+$")
 INGEST_DOCUMENTS = 150  # text files of 30 corpus sentences: commits all through the window
 QUIET_SECONDS = 20  # the clients alone first, as a reference for the run with commits
 
@@ -83,9 +90,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def service(db: Path, log: Path, engine: str = "memory"):
-    """`propdex serve --db DB --engine ENGINE` on a free port; yields (url, seconds until it
-    answered, pid)."""
+def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float | None = None):
+    """`propdex serve --db DB --engine ENGINE [--refresh-seconds S]` on a free port; yields
+    (url, seconds until it answered, pid)."""
     import httpx
 
     port = free_port()
@@ -93,8 +100,13 @@ def service(db: Path, log: Path, engine: str = "memory"):
     with open(log, "w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port),
-             "--engine", engine],
-            env=environment(), stdout=output, stderr=subprocess.STDOUT)
+             "--engine", engine,
+             *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)])],
+            # A session of its own, as a service started from its own terminal or by an
+            # init system: with autogroup scheduling (the Linux default) CPU is shared
+            # between sessions first, and the clients' and writer's session is not its own.
+            env=environment(), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -206,17 +218,19 @@ class Load:
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     uncommitted: int = 0
-    commits: int = 0
+    first_seen: dict[int, float] = field(default_factory=dict)  # writer round -> time.time()
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _writer(db: Path, data: Sentences, vectors: np.ndarray, stop: threading.Event,
-            load: Load) -> None:
+def _writer(db: str, vectors: np.ndarray, stop, commits) -> None:
     """Replace benchmark documents in turn; before each commit, append an uncommitted
-    version of another document made of the query vectors themselves."""
+    version of another document made of the query vectors themselves. Runs in a process of
+    its own (its Python work would otherwise hold up the clients' threads and count in their
+    latencies); puts (round, time.time()) on ``commits`` once each round is committed."""
     from propdex.store import Index
 
-    index = Index.open(str(db), dim=DIM)
+    os.setsid()  # its own session, like the ingest's (see service())
+    index = Index.open(db, dim=DIM)
     rng = np.random.default_rng(7)
     round_ = 0
     while not stop.is_set():
@@ -227,9 +241,8 @@ def _writer(db: Path, data: Sentences, vectors: np.ndarray, stop: threading.Even
             f"{UNCOMMITTED} {round_}")))
         index.replace_document(*_version(
             churn, f"bench-{round_}", vectors[rng.integers(0, len(vectors), CHUNKS_PER_DOC)],
-            f"committed {round_}"))
-        with load.lock:
-            load.commits += 1
+            f"{COMMITTED} {round_}"))
+        commits.put((round_, time.time()))
 
 
 def _version(doc_id: str, run_id: str, vectors: np.ndarray, text: str):
@@ -267,10 +280,17 @@ def _client(url: str, queries: list[str], seed: int, stop: threading.Event, load
                     load.errors.append(f"{type(exc).__name__}: {exc}"[:200])
                 continue
             elapsed = (time.perf_counter() - started) * 1000
+            answered = time.time()
             bad = sum(UNCOMMITTED in (h["text"] or "") + (h["chunk_text"] or "") for h in hits)
+            # The writer's rows carry the query vectors: its commits show in most answers.
+            rounds = {int(m.group(1)) for h in hits
+                      for text in (h["text"] or "", h["chunk_text"] or "")
+                      if (m := WRITTEN.match(text))}
             with load.lock:
                 load.latencies.append(elapsed)
                 load.uncommitted += bad
+                for round_ in rounds:
+                    load.first_seen.setdefault(round_, answered)
 
 
 def _wait_for_first_commit(db: Path, folder: Path, ingest: subprocess.Popen,
@@ -319,14 +339,19 @@ def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -
 
 
 def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
-                clients: int, seconds: float, workdir: Path, engine: str) -> dict:
+                clients: int, seconds: float, workdir: Path, engine: str,
+                refresh_seconds: float | None) -> dict:
     copy = workdir / "concurrent-db"
     shutil.copytree(db, copy)
     folder = _ingest_folder(workdir / "ingest-sources", data, INGEST_DOCUMENTS)
     load = Load()
-    stop = threading.Event()
-    with service(copy, workdir / "serve-concurrent.log", engine) as (url, _, _pid):
+    spawn = multiprocessing.get_context("spawn")
+    stop, commits = spawn.Event(), spawn.Queue()
+    with service(copy, workdir / "serve-concurrent.log", engine, refresh_seconds) as (
+            url, _, pid):
+        quiet_cpu = cpu_seconds(pid)
         quiet = _quiet_clients(url, queries, clients, QUIET_SECONDS)
+        quiet["service_cores"] = (cpu_seconds(pid) - quiet_cpu) / quiet["seconds"]
         ingest = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db", str(copy),
              "--llm", "offline", "--json", "--no-prune"],
@@ -334,11 +359,14 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
             start_new_session=True)
         # The clients start with the ingest's first commit (Prefect's start-up comes first).
         _wait_for_first_commit(copy, folder, ingest)
+        writer = spawn.Process(target=_writer, args=(str(copy), vectors, stop, commits))
+        writer.start()
         threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
                    for i in range(clients)]
-        threads.append(threading.Thread(target=_writer, args=(copy, data, vectors, stop, load)))
-        window_start = time.time()
-        elapsed = _run_for(seconds, stop, threads)
+        window_start, cpu_start = time.time(), cpu_seconds(pid)
+        elapsed = _run_for(seconds, stop, threads)  # sets stop: the writer ends its round
+        service_cores = (cpu_seconds(pid) - cpu_start) / elapsed
+        committed = _drained(commits, writer)
         # Its commits during the window are what counts: stop it and its worker processes
         # (a killed run leaves every document in its old or new version; this copy is
         # thrown away anyway).
@@ -355,13 +383,31 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     ingested = [row["ingested_at"].timestamp() for row in Index.open(str(copy)).documents()
                 if row["source"].startswith(str(folder)) and row["ingested_at"] is not None]
     during = sum(window[0] <= t <= window[1] for t in ingested)
-    return {"quiet": quiet,
+    # How long after its commit a writer round was first in an answer (an upper bound: a
+    # round shows only to the queries its vectors match, several times a second).
+    lags = [(load.first_seen[r] - at) * 1000 for r, at in committed.items()
+            if r in load.first_seen]
+    return {"quiet": quiet, "service_cores": service_cores,
             "requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
             "error_examples": load.errors[:3], "p50": percentile(load.latencies, 50),
             "p95": percentile(load.latencies, 95), "uncommitted": load.uncommitted,
-            "writer_commits": load.commits, "ingested": len(ingested), "ingested_during": during,
-            "seconds": elapsed,
+            "writer_commits": len(committed), "seen": len(lags),
+            "lag_p50": percentile(lags, 50), "lag_p95": percentile(lags, 95),
+            "ingested": len(ingested), "ingested_during": during, "seconds": elapsed,
             "throughput": len(load.latencies) / elapsed}
+
+
+def _drained(commits, writer) -> dict[int, float]:
+    """The writer's (round -> commit time) once it has stopped."""
+    rounds = {}
+    while writer.is_alive() or not commits.empty():
+        try:
+            round_, at = commits.get(timeout=1)
+        except queue.Empty:
+            continue
+        rounds[round_] = at
+    writer.join()
+    return rounds
 
 
 # ------------------------------------------------------------------------------------------
@@ -374,6 +420,9 @@ def main() -> None:
                         help="queries of the recall measurement (exact search at 1M is slow)")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--refresh-seconds", type=float,
+                        help="the service's --refresh-seconds in the concurrency part "
+                             "(default: the product's default)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["cold", "concurrency"])
     parser.add_argument("--engines", nargs="+", default=["memory", "lancedb"],
                         choices=["memory", "lancedb"],
@@ -424,7 +473,8 @@ def main() -> None:
             embed = IndexReader(Settings(db=str(workdir / "unused"))).embedder
             vectors = np.asarray(embed.embed(queries), dtype=np.float32)
             concurrent = concurrency(build(min(args.sizes), data), data, queries, vectors,
-                                     args.clients, args.seconds, workdir, args.engines[0])
+                                     args.clients, args.seconds, workdir, args.engines[0],
+                                     args.refresh_seconds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report(rows, cold, concurrent, data, args, embedder, load_at_start)
@@ -466,17 +516,22 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
               f"{c['seconds']:.0f} s at "
               f"{min(args.sizes):,} propositions, while `propdex ingest` committed "
               f"{c['ingested']} documents ({c['ingested_during']} of them during the "
-              f"queries) and a writer committed {c['writer_commits']} "
+              f"queries) and a writer process committed {c['writer_commits']} "
               f"replacements (each after appending an uncommitted version built from the "
-              f"query vectors):\n")
-        print("| phase | requests | errors | p50 ms | p95 ms | requests/s | results from "
-              "uncommitted runs |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+              f"query vectors); service refresh: "
+              f"{args.refresh_seconds if args.refresh_seconds is not None else 'default'}"
+              f" s:\n")
+        print("| phase | requests | errors | p50 ms | p95 ms | requests/s | service cores | "
+              "results from uncommitted runs | commit to first answer p50 / p95 ms |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         q = c["quiet"]
         print(f"| first {q['seconds']:.0f} s, nothing committing | {q['requests']} | "
-              f"{q['errors']} | {q['p50']:.0f} | {q['p95']:.0f} | {q['throughput']:.0f} | - |")
+              f"{q['errors']} | {q['p50']:.0f} | {q['p95']:.0f} | {q['throughput']:.0f} | "
+              f"{q['service_cores']:.2f} | - | - |")
         print(f"| during the commits | {c['requests']} | {c['errors']} | {c['p50']:.0f} | "
-              f"{c['p95']:.0f} | {c['throughput']:.0f} | {c['uncommitted']} |")
+              f"{c['p95']:.0f} | {c['throughput']:.0f} | {c['service_cores']:.2f} | "
+              f"{c['uncommitted']} | {c['lag_p50']:.0f} / {c['lag_p95']:.0f} "
+              f"({c['seen']} of {c['writer_commits']} rounds seen) |")
         for example in c["error_examples"]:
             print(f"\nerror: {example}")
 

@@ -70,7 +70,8 @@ class IndexReader:
         if resident:
             from propdex.resident import ResidentIndex
 
-            self.resident = ResidentIndex(self.index)
+            self.resident = ResidentIndex(
+                self.index, refresh_seconds=self.settings.serve_refresh_seconds)
         self._embedder: Any = None
         self._embedder_lock = threading.Lock()
         # Agents and applications repeat queries; the vector of a query never changes for
@@ -172,7 +173,10 @@ class IndexReader:
             "documents_version": view.version,
             "rows": {name: state.live_rows for name, state in view.tables.items()},
             "segments": {name: len(state.segments) for name, state in view.tables.items()},
+            "refresh_seconds": self.resident.refresh_seconds,
+            "refreshes": self.resident.refreshes,
             "last_refresh_seconds": self.resident.last_refresh_seconds,
+            "last_refresh_at": self.resident.last_refresh_at,
         }
 
 

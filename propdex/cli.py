@@ -45,6 +45,8 @@ def _settings(args: argparse.Namespace, **extra):
         values["db"] = args.db
     if getattr(args, "engine", None):
         values["serve_engine"] = args.engine
+    if getattr(args, "refresh_seconds", None) is not None:
+        values["serve_refresh_seconds"] = args.refresh_seconds
     return Settings(**values)
 
 
@@ -386,6 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--engine", choices=["memory", "lancedb"],
             help="search the live rows held in memory (default; loaded at start) or LanceDB "
                  "at every query (PROPDEX_SERVE_ENGINE)")
+        long_running.add_argument(
+            "--refresh-seconds", type=float, metavar="S",
+            help="take in new commits at most every S seconds (default 1; 0 = every search "
+                 "checks and waits for them; PROPDEX_SERVE_REFRESH_SECONDS)")
 
     status = with_db(commands.add_parser("status", help="each document's state"))
     status.add_argument("--json", action="store_true")

@@ -183,6 +183,9 @@ class Settings(BaseSettings):
     serve_engine: Literal["memory", "lancedb"] = Field(
         "memory", description="What `propdex serve` and `propdex mcp` search: the live rows held in memory (loaded at start, kept current with each commit) or LanceDB at every query (no load, less memory, slower).",
     )
+    serve_refresh_seconds: float = Field(
+        1.0, ge=0, description="How often, at most, the in-memory index of `propdex serve` and `propdex mcp` takes in new commits: a commit is searchable within about 0.1 s when commits are rare and within this many seconds under a stream of them. 0 = every search checks for a commit and waits for it (read your commits; each commit then costs the searches a refresh).",
+    )
     api_cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Origins allowed cross-origin requests to `propdex serve` (JSON list or comma-separated); empty = no CORS.",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +16,7 @@ from propdex.resident.vectors import VectorMatrix
 from propdex.resident.view import TableState
 from propdex.search import CHUNK_COLUMNS, search
 from propdex.store import Index
+from tests.prefect_server import wait_for
 from tests.store_rows import DIM, axis, make_version, unit
 
 WORDS = ("owl fox bee zebra honey nectar savanna den night soil grass mammal river stone "
@@ -106,6 +108,57 @@ def test_a_committed_document_is_searchable_at_the_next_search(fresh):
     hits = search(resident, "walruses", None, level="chunks", mode="fts", k=3)
     assert (["late:c0"], False) == ([h.chunk_id for h in hits],
                                     "late" in before.live_documents().runs)
+
+
+@pytest.fixture
+def refreshed_every(fresh):
+    """A ResidentIndex of ``fresh`` whose background refresher runs every given seconds."""
+    made: list[ResidentIndex] = []
+
+    def make(seconds: float) -> ResidentIndex:
+        resident = ResidentIndex(fresh, refresh_seconds=seconds)
+        resident.view()  # the first load, which starts the refresher
+        made.append(resident)
+        return resident
+
+    yield make
+    for resident in made:
+        resident.close()
+
+
+def walrus_chunks(resident: ResidentIndex) -> list[str]:
+    return [h.chunk_id for h in search(resident, "walruses", None, level="chunks", mode="fts",
+                                       k=3)]
+
+
+def test_with_a_refresh_interval_a_search_does_not_wait_for_a_commit(fresh, refreshed_every):
+    resident = refreshed_every(600)  # no refresh for ten minutes
+    fresh.replace_document(*make_version("late", "r1", ["Walruses bask on ice floes."]).rows)
+    assert ([], 0) == (walrus_chunks(resident), resident.refreshes - 1)
+
+
+def test_the_background_refresher_brings_a_commit_in(fresh, refreshed_every):
+    resident = refreshed_every(0.2)
+    fresh.replace_document(*make_version("late", "r1", ["Walruses bask on ice floes."]).rows)
+    assert ["late:c0"] == wait_for(lambda: walrus_chunks(resident), timeout=10, interval=0.05,
+                                   what="the commit to be searchable")
+
+
+def test_commits_in_a_burst_are_brought_in_together(fresh, refreshed_every):
+    resident = refreshed_every(2)
+    started, before = time.monotonic(), resident.refreshes
+    for number in range(5, 10):
+        fresh.replace_document(*document(number).rows)
+    committed = time.monotonic() - started
+    wait_for(lambda: "doc009" in resident.view().live_documents().runs, timeout=10,
+             interval=0.05, what="the last commit to be searchable")
+    # At most one refresh per 2 s, plus the one a first commit may start at once.
+    assert resident.refreshes - before <= 1 + int(committed / 2) + 1
+
+
+def test_a_negative_refresh_interval_is_refused(fresh):
+    with pytest.raises(ValueError, match="refresh_seconds"):
+        ResidentIndex(fresh, refresh_seconds=-1)
 
 
 def test_a_replaced_document_shows_only_its_new_version(fresh):

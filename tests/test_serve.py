@@ -20,6 +20,7 @@ from propdex.store import Index
 from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
     REPO, embedding_environment, free_port, running_service, scripted, scripted_vector, version,
 )
+from tests.prefect_server import wait_for
 from tests.scripted_server import EMBEDDINGS_PATH
 from tests.store_rows import DIM
 
@@ -355,7 +356,13 @@ def test_commits_during_a_stream_of_queries_are_seen_whole_and_never_early(tmp_p
             index._append_rows(index.prepare_replacement(
                 *gamma(f"open-{i}", f"UNCOMMITTED {i}.").rows))
             index.replace_document(*gamma(f"v{i}", f"Gamma version {i}.").rows)
-        after = httpx.post(url + "/search", json={"query": STREAM_QUERY, "k": 1}).json()
+        # The service takes commits in at most once per PROPDEX_SERVE_REFRESH_SECONDS (1).
+        def newest_served() -> list[dict] | None:
+            hits = httpx.post(url + "/search", json={"query": STREAM_QUERY, "k": 1}).json()
+            return hits if hits[0]["chunk_text"].startswith("Gamma version 6.") else None
+
+        after = wait_for(newest_served, timeout=10, interval=0.1,
+                         what="the last commit to be served")
         stop.set()
         for thread in threads:
             thread.join()

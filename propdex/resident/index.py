@@ -5,15 +5,23 @@ search runs four, so on two cores the service could not answer 32 concurrent cli
 quarter second (bench/RESULTS.md, issue 13). Held in memory, the same rankings cost a few
 matrix products and array lookups.
 
-How it stays current: each ``view()`` asks LanceDB for the documents table's version (a
-tenth of a millisecond). When a commit, a failure record or a removal wrote a new version,
-the documents whose committed run changed are re-read, as one new segment, and their old
-rows are masked out (20-30 ms of CPU per commit at 100k propositions). One caller refreshes;
-callers that saw the new version wait for it, and searches already under way finish on the
-view they started with, which is consistent in itself (its documents snapshot and its rows
-belong together): nobody sees a half-applied commit or an uncommitted run, and a search that
-starts after a commit sees it. Segments are merged afterwards by a background thread
-(propdex.resident.merging).
+How it stays current: when a commit, a failure record or a removal wrote a new version of
+the documents table, the documents whose committed run changed are re-read, as one new
+segment, and their old rows are masked out. A view is immutable and consistent in itself
+(its documents snapshot and its rows belong together): nobody sees a half-applied commit or
+an uncommitted run. Segments are merged afterwards by a background thread
+(propdex.resident.merging). When the refresh happens is ``refresh_seconds``:
+
+- 0: each ``view()`` asks LanceDB for the documents table's version (a tenth of a
+  millisecond) and, after a commit, refreshes before it returns (callers that saw the new
+  version wait for it): a search that starts after a commit sees it.
+- above 0 (what the service uses): a background thread polls the version every
+  POLL_SECONDS and refreshes at most once per ``refresh_seconds``; ``view()`` returns the
+  latest view and never waits. A refresh costs 30-40 ms of CPU at 100k propositions
+  whatever it brings in, so a writer committing several times a second would otherwise take
+  a third of a core from the searches (bench/RESULTS.md); coalesced, a commit is searchable
+  within POLL_SECONDS when commits are rare and within ``refresh_seconds`` under a stream of
+  them -- Lucene's and Elasticsearch's near-real-time refresh, for the same reason.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from propdex.store.schema import CHUNKS, PRIMARY_KEYS, PROPOSITIONS, VECTOR
 
 COLUMNS = {PROPOSITIONS: [*PROP_COLUMNS, VECTOR], CHUNKS: [*CHUNK_COLUMNS, VECTOR]}
 _MAX_IN_LIST = 1_000  # documents per doc_id IN (...) read; more read the table and filter
+POLL_SECONDS = 0.1  # how often the background refresher asks for the documents version
 
 logger = logging.getLogger("propdex")
 
@@ -47,37 +56,79 @@ class ResidentIndex:
     """Live rows of ``index`` in memory, as a ResidentView per documents-table version.
     ``exact`` searches every vector (the reference for measuring the IVF's recall)."""
 
-    def __init__(self, index: Index, *, exact: bool = False):
+    def __init__(self, index: Index, *, exact: bool = False, refresh_seconds: float = 0.0):
+        if refresh_seconds < 0:
+            raise ValueError(f"refresh_seconds must be 0 or more, not {refresh_seconds}")
         self.index = index
         self.exact = exact
+        self.refresh_seconds = refresh_seconds
         self._view = ResidentView(LiveDocuments(None), {name: TableState() for name in COLUMNS})
         self._refresh = threading.Lock()
         self._merger: threading.Thread | None = None
-        self.last_refresh_seconds: float | None = None
+        self._refresher: threading.Thread | None = None
+        self._closed = threading.Event()
+        self.last_refresh_seconds: float | None = None  # CPU-bound wall time of the last one
+        self.last_refresh_at: float | None = None  # time.time() when it finished
+        self.refreshes = 0
 
     def rankings(self) -> ResidentView:
         """What propdex.search ranks with: the latest view."""
         return self.view()
 
     def view(self) -> ResidentView:
-        """The latest view, refreshed first when the index changed since the current one.
-        A caller that sees a newer version waits for the refresh (its own or another
-        caller's): a search that starts after a commit returns that commit's results."""
+        """The latest view. The first call loads every live row. After that, with
+        ``refresh_seconds`` 0, a caller that sees a newer documents version waits for the
+        refresh (its own or another caller's), so a search that starts after a commit returns
+        that commit's results; otherwise the background refresher keeps it current."""
         current = self._view
-        snapshot = self.index.live_documents()
-        if snapshot.version == current.version:
+        if current.version is not None and self.refresh_seconds:
             return current
+        if self.index.live_documents().version == current.version:
+            return current
+        self._refresh_now()
+        if self.refresh_seconds and self._refresher is None:
+            self._refresher = threading.Thread(target=self._refresh_forever, daemon=True,
+                                               name="propdex-resident-refresh")
+            self._refresher.start()
+        return self._view
+
+    def close(self) -> None:
+        """Stop the background refresher (the merging thread ends with its merge)."""
+        self._closed.set()
+        if self._refresher is not None:
+            self._refresher.join()
+
+    def _refresh_now(self) -> bool:
+        """Bring the view to the latest documents version; whether there was one to reach."""
         with self._refresh:
             current = self._view
             snapshot = self.index.live_documents()
-            if snapshot.version != current.version:
-                started = time.perf_counter()
-                self._view = _updated(self.index, current, snapshot, self.exact)
-                self.last_refresh_seconds = time.perf_counter() - started
-                if current.version is None:
-                    _release_freed_memory()
-                self._merge_in_background()
-            return self._view
+            if snapshot.version == current.version:
+                return False
+            started = time.perf_counter()
+            self._view = _updated(self.index, current, snapshot, self.exact)
+            self.last_refresh_seconds = time.perf_counter() - started
+            self.last_refresh_at = time.time()
+            self.refreshes += 1
+            if current.version is None:
+                _release_freed_memory()
+            self._merge_in_background()
+        return True
+
+    def _refresh_forever(self) -> None:
+        """Poll the documents version; refresh when it moved, at most once per
+        ``refresh_seconds`` (commits that land meanwhile are brought in together)."""
+        last = time.monotonic()
+        while not self._closed.wait(min(POLL_SECONDS, self.refresh_seconds)):
+            try:
+                if self.index.live_documents().version == self._view.version:
+                    continue
+                if self._closed.wait(max(0.0, last + self.refresh_seconds - time.monotonic())):
+                    return
+                last = time.monotonic()
+                self._refresh_now()
+            except Exception:  # the current view stays served; the next poll retries
+                logger.exception("refreshing the resident index failed")
 
     def wait_for_merges(self, timeout: float | None = None) -> None:
         """Return once no background merge is under way (tests and benchmarks)."""

@@ -90,9 +90,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float | None = None):
-    """`propdex serve --db DB --engine ENGINE [--refresh-seconds S]` on a free port; yields
-    (url, seconds until it answered, pid)."""
+def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float | None = None,
+            workers: int = 1):
+    """`propdex serve --db DB --engine ENGINE --workers N [--refresh-seconds S]` on a free
+    port; yields (url, seconds until it answered, pid of the command)."""
     import httpx
 
     port = free_port()
@@ -100,7 +101,7 @@ def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float 
     with open(log, "w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port),
-             "--engine", engine,
+             "--engine", engine, "--workers", str(workers),
              *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)])],
             # A session of its own, as a service started from its own terminal or by an
             # init system: with autogroup scheduling (the Linux default) CPU is shared
@@ -108,13 +109,13 @@ def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float 
             env=environment(), stdout=output, stderr=subprocess.STDOUT,
             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    answered: set[int] = set()  # worker pids: ready once every worker has answered
     try:
-        while True:
+        while len(answered) < workers:
             if process.poll() is not None:
                 raise RuntimeError(f"propdex serve exited: {log.read_text()}")
             try:
-                if httpx.get(url + "/health", timeout=5).status_code == 200:
-                    break
+                answered.add(httpx.get(url + "/health", timeout=5).json()["pid"])
             except httpx.TransportError:
                 time.sleep(0.2)
         yield url, time.perf_counter() - started, process.pid
@@ -154,6 +155,13 @@ def _rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and its child processes (a service's workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    kids = [int(c) for c in children.read_text().split()] if children.exists() else []
+    return cpu_seconds(pid) + sum(tree_cpu_seconds(kid) for kid in kids)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -222,14 +230,17 @@ class Load:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _writer(db: str, vectors: np.ndarray, stop, commits) -> None:
+def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int) -> None:
     """Replace benchmark documents in turn; before each commit, append an uncommitted
     version of another document made of the query vectors themselves. Runs in a process of
     its own (its Python work would otherwise hold up the clients' threads and count in their
     latencies); puts (round, time.time()) on ``commits`` once each round is committed."""
     from propdex.store import Index
 
+    from propdex.priority import lower_priority
+
     os.setsid()  # its own session, like the ingest's (see service())
+    lower_priority(nice)  # a second writer of the index: at the ingest's priority
     index = Index.open(db, dim=DIM)
     rng = np.random.default_rng(7)
     round_ = 0
@@ -340,32 +351,34 @@ def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -
 
 def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
                 clients: int, seconds: float, workdir: Path, engine: str,
-                refresh_seconds: float | None) -> dict:
-    copy = workdir / "concurrent-db"
+                refresh_seconds: float | None, workers: int, ingest_nice: int) -> dict:
+    copy = workdir / f"concurrent-db-{workers}-{ingest_nice}"
     shutil.copytree(db, copy)
-    folder = _ingest_folder(workdir / "ingest-sources", data, INGEST_DOCUMENTS)
+    folder = _ingest_folder(workdir / f"ingest-sources-{workers}-{ingest_nice}", data,
+                            INGEST_DOCUMENTS)
     load = Load()
     spawn = multiprocessing.get_context("spawn")
     stop, commits = spawn.Event(), spawn.Queue()
-    with service(copy, workdir / "serve-concurrent.log", engine, refresh_seconds) as (
-            url, _, pid):
-        quiet_cpu = cpu_seconds(pid)
+    with service(copy, workdir / f"serve-concurrent-{workers}.log", engine, refresh_seconds,
+                 workers) as (url, _, pid):
+        quiet_cpu = tree_cpu_seconds(pid)
         quiet = _quiet_clients(url, queries, clients, QUIET_SECONDS)
-        quiet["service_cores"] = (cpu_seconds(pid) - quiet_cpu) / quiet["seconds"]
+        quiet["service_cores"] = (tree_cpu_seconds(pid) - quiet_cpu) / quiet["seconds"]
         ingest = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "ingest", str(folder), "--db", str(copy),
-             "--llm", "offline", "--json", "--no-prune"],
+             "--llm", "offline", "--json", "--no-prune", "--nice", str(ingest_nice)],
             env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         # The clients start with the ingest's first commit (Prefect's start-up comes first).
         _wait_for_first_commit(copy, folder, ingest)
-        writer = spawn.Process(target=_writer, args=(str(copy), vectors, stop, commits))
+        writer = spawn.Process(target=_writer, args=(str(copy), vectors, stop, commits,
+                                                     ingest_nice))
         writer.start()
         threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
                    for i in range(clients)]
-        window_start, cpu_start = time.time(), cpu_seconds(pid)
+        window_start, cpu_start = time.time(), tree_cpu_seconds(pid)
         elapsed = _run_for(seconds, stop, threads)  # sets stop: the writer ends its round
-        service_cores = (cpu_seconds(pid) - cpu_start) / elapsed
+        service_cores = (tree_cpu_seconds(pid) - cpu_start) / elapsed
         committed = _drained(commits, writer)
         # Its commits during the window are what counts: stop it and its worker processes
         # (a killed run leaves every document in its old or new version; this copy is
@@ -387,7 +400,8 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     # round shows only to the queries its vectors match, several times a second).
     lags = [(load.first_seen[r] - at) * 1000 for r, at in committed.items()
             if r in load.first_seen]
-    return {"quiet": quiet, "service_cores": service_cores,
+    return {"workers": workers, "ingest_nice": ingest_nice,
+            "quiet": quiet, "service_cores": service_cores,
             "requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
             "error_examples": load.errors[:3], "p50": percentile(load.latencies, 50),
             "p95": percentile(load.latencies, 95), "uncommitted": load.uncommitted,
@@ -420,6 +434,12 @@ def main() -> None:
                         help="queries of the recall measurement (exact search at 1M is slow)")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                        help="the service's worker processes in the concurrency part, each "
+                             "count in turn")
+    parser.add_argument("--ingest-nice", type=int, nargs="+", default=[0],
+                        help="`propdex ingest --nice` in the concurrency part (the writer runs "
+                             "at the same niceness), each in turn")
     parser.add_argument("--refresh-seconds", type=float,
                         help="the service's --refresh-seconds in the concurrency part "
                              "(default: the product's default)")
@@ -472,9 +492,10 @@ def main() -> None:
 
             embed = IndexReader(Settings(db=str(workdir / "unused"))).embedder
             vectors = np.asarray(embed.embed(queries), dtype=np.float32)
-            concurrent = concurrency(build(min(args.sizes), data), data, queries, vectors,
-                                     args.clients, args.seconds, workdir, args.engines[0],
-                                     args.refresh_seconds)
+            concurrent = [concurrency(build(min(args.sizes), data), data, queries, vectors,
+                                      args.clients, args.seconds, workdir, args.engines[0],
+                                      args.refresh_seconds, workers, nice)
+                          for nice in args.ingest_nice for workers in args.workers]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report(rows, cold, concurrent, data, args, embedder, load_at_start)
@@ -511,30 +532,31 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
               f"{p50:.1f} | {p95:.1f} | {cpu_ms:.1f} | {recall:.3f} | {served_ms:.1f} | "
               f"{exact_ms:.1f} |")
     if concurrent:
-        c = concurrent
-        print(f"\n{args.clients} concurrent clients ({args.engines[0]} engine) for "
-              f"{c['seconds']:.0f} s at "
-              f"{min(args.sizes):,} propositions, while `propdex ingest` committed "
-              f"{c['ingested']} documents ({c['ingested_during']} of them during the "
-              f"queries) and a writer process committed {c['writer_commits']} "
-              f"replacements (each after appending an uncommitted version built from the "
-              f"query vectors); service refresh: "
-              f"{args.refresh_seconds if args.refresh_seconds is not None else 'default'}"
-              f" s:\n")
-        print("| phase | requests | errors | p50 ms | p95 ms | requests/s | service cores | "
-              "results from uncommitted runs | commit to first answer p50 / p95 ms |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        q = c["quiet"]
-        print(f"| first {q['seconds']:.0f} s, nothing committing | {q['requests']} | "
-              f"{q['errors']} | {q['p50']:.0f} | {q['p95']:.0f} | {q['throughput']:.0f} | "
-              f"{q['service_cores']:.2f} | - | - |")
-        print(f"| during the commits | {c['requests']} | {c['errors']} | {c['p50']:.0f} | "
-              f"{c['p95']:.0f} | {c['throughput']:.0f} | {c['service_cores']:.2f} | "
-              f"{c['uncommitted']} | {c['lag_p50']:.0f} / {c['lag_p95']:.0f} "
-              f"({c['seen']} of {c['writer_commits']} rounds seen) |")
-        for example in c["error_examples"]:
-            print(f"\nerror: {example}")
-
+        print(f"\n{args.clients} concurrent clients ({args.engines[0]} engine) at "
+              f"{min(args.sizes):,} propositions: first {QUIET_SECONDS} s with nothing "
+              f"committing, then for {args.seconds:.0f} s while `propdex ingest` (offline "
+              f"LLM backend, its own session) commits documents and a writer process commits "
+              f"replacements, each after appending an uncommitted version built from the "
+              f"query vectors; service refresh: "
+              f"{args.refresh_seconds if args.refresh_seconds is not None else 'default'} s. "
+              f"Lag = commit to the first answer holding it (writer rounds).\n")
+        print("| workers | ingest nice | phase | requests | errors | p50 ms | p95 ms | "
+              "requests/s | service cores | results from uncommitted runs | ingested / "
+              "writer commits | lag p50 / p95 ms |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c in concurrent:
+            q = c["quiet"]
+            print(f"| {c['workers']} | {c['ingest_nice']} | nothing committing | "
+                  f"{q['requests']} | {q['errors']} | {q['p50']:.0f} | {q['p95']:.0f} | "
+                  f"{q['throughput']:.0f} | {q['service_cores']:.2f} | - | - | - |")
+            print(f"| {c['workers']} | {c['ingest_nice']} | during the commits | "
+                  f"{c['requests']} | {c['errors']} | {c['p50']:.0f} | {c['p95']:.0f} | "
+                  f"{c['throughput']:.0f} | {c['service_cores']:.2f} | {c['uncommitted']} | "
+                  f"{c['ingested_during']} / {c['writer_commits']} | "
+                  f"{c['lag_p50']:.0f} / {c['lag_p95']:.0f} |")
+        for c in concurrent:
+            for example in c["error_examples"]:
+                print(f"\nerror ({c['workers']} workers): {example}")
 
 if __name__ == "__main__":
     main()

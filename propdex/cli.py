@@ -45,6 +45,8 @@ def _settings(args: argparse.Namespace, **extra):
         values["db"] = args.db
     if getattr(args, "engine", None):
         values["serve_engine"] = args.engine
+    if getattr(args, "workers", None) is not None:
+        values["serve_workers"] = args.workers
     if getattr(args, "refresh_seconds", None) is not None:
         values["serve_refresh_seconds"] = args.refresh_seconds
     return Settings(**values)
@@ -82,6 +84,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """Plan first, without Prefect: an unchanged corpus is reported at once, without starting
     Prefect or a flow run. Anything to do runs the ingest flow, with Prefect's API started
     (and the embedding model loaded) while the flow's modules import."""
+    nice = args.nice if args.nice is not None else _settings(args).ingest_nice
+    if nice:
+        from propdex.priority import run_at_lower_priority
+
+        status = run_at_lower_priority(nice)  # first: it forks, and no thread may run yet
+        if status is not None:
+            return status  # the parent, once the ingest (its child) ended
     from propdex import progress
     from propdex.pipeline.plan import needs_run, plan_sources, unchanged_run_summary
 
@@ -353,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--no-prune", action="store_true",
                         help="keep documents whose files left the given folders")
     ingest.add_argument("--force", action="store_true", help="re-process unchanged documents")
+    ingest.add_argument("--nice", type=int, choices=range(20), metavar="0-19",
+                        help="run at this lower CPU priority, in a session of its own, so a "
+                             "`propdex serve` on the machine keeps its CPU (PROPDEX_INGEST_NICE)")
     ingest.add_argument("--json", action="store_true", help="print the run summary as JSON")
     ingest.add_argument("--dask", nargs="?", const="local", metavar="ADDRESS",
                         help="run the tasks on the Dask scheduler at ADDRESS (tcp://host:8786); "
@@ -378,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (default 127.0.0.1 or PROPDEX_SERVE_HOST; "
                                       "any other than loopback needs PROPDEX_API_TOKEN)")
     serve.add_argument("--port", type=int, help="port (default 8765 or PROPDEX_SERVE_PORT)")
+    serve.add_argument("--workers", type=int, metavar="N",
+                       help="worker processes on the port, each with its own copy of the "
+                            "index in memory (default 1; PROPDEX_SERVE_WORKERS)")
     serve.set_defaults(func=cmd_serve)
 
     mcp = with_db(commands.add_parser(

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from propdex.cli import main
-from propdex.service.run import is_loopback
+from propdex.service.run import is_loopback, settings_environment
+from propdex.settings import Settings
 from propdex.store import Index
 from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
     REPO, embedding_environment, free_port, running_service, scripted, scripted_vector, version,
@@ -220,6 +221,37 @@ def test_the_lancedb_engine_serves_the_same_results(service, lancedb_service, op
     assert (with_approximate_scores(direct), None) == (
         httpx.post(service + "/search", json=query).json(),
         httpx.get(lancedb_service + "/health").json()["resident"])
+
+
+@pytest.fixture(scope="module")
+def two_workers(db, scripted):
+    with running_service(db, embedding_environment(scripted), "--workers", "2") as url:
+        yield url
+
+
+def test_two_workers_answer_on_one_port(two_workers):
+    pids: set[int] = set()
+
+    def both_answered() -> bool:
+        pids.add(httpx.get(two_workers + "/health").json()["pid"])  # a new connection each
+        return len(pids) == 2
+
+    wait_for(both_answered, timeout=60, interval=0.01, what="both workers to answer")
+    assert 2 == len(pids)
+
+
+def test_workers_serve_the_results_of_one_process(service, two_workers):
+    body = {"query": "Zebras graze on the savanna grass.", "level": "both", "k": 4}
+    assert httpx.post(service + "/search", json=body).json() == httpx.post(
+        two_workers + "/search", json=body).json()
+
+
+def test_worker_processes_get_the_command_line_settings():
+    settings = Settings(db="/data/index", serve_engine="lancedb", serve_refresh_seconds=0.5,
+                        api_token="s3cret", allowed_roots=["/a", "/b"])
+    assert {"PROPDEX_DB": "/data/index", "PROPDEX_SERVE_ENGINE": "lancedb",
+            "PROPDEX_SERVE_REFRESH_SECONDS": "0.5", "PROPDEX_API_TOKEN": "s3cret",
+            "PROPDEX_ALLOWED_ROOTS": '["/a", "/b"]'} == settings_environment(settings)
 
 
 def test_openapi_docs_are_served(service):

@@ -10,6 +10,7 @@ and the embedder release the GIL while they work.
 # SearchRequest model is a local variable a string annotation could not resolve.
 
 import json
+import os
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Path, Request
@@ -117,7 +118,8 @@ def create_app(reader: IndexReader) -> FastAPI:
 
     @app.get("/health", summary="Index version, row counts and embedder")
     def health() -> dict[str, Any]:
-        return reader.health()
+        # The process: with several workers on one port, each answers for itself.
+        return {**reader.health(), "pid": os.getpid()}
 
     # The middleware added last runs first: CORS answers preflights (which carry no
     # token), then the token is checked, then the body size, before any body is read.

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+from pydantic import SecretStr
 
 from propdex.errors import PropdexError
 from propdex.settings import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from propdex.api import IndexReader
 
 
 class UnsafeBindError(PropdexError):
@@ -41,25 +51,66 @@ def single_blas_thread() -> None:
     threadpool_limits(1, user_api="blas")
 
 
-def serve(settings: Settings, host: str, port: int) -> None:
-    """Serve the index of ``settings`` until interrupted. Raises UnsafeBindError first."""
-    check_bind(host, settings)
-    import uvicorn
-
+def loaded_reader(settings: Settings) -> IndexReader:
+    """An IndexReader of ``settings`` with its embedder and resident rows loaded, BLAS then
+    limited to one thread; reports what it loaded on stderr."""
     from propdex.api import IndexReader
-    from propdex.service.app import create_app
 
     reader = IndexReader(settings, resident=settings.serve_engine == "memory")
     started = time.perf_counter()
     reader.warm_up()  # the embedder and the resident rows load now, not on the first request
     single_blas_thread()
-    app = create_app(reader)
-    auth = "bearer token required" if settings.api_token is not None else "no token"
-    loaded = ""
     if reader.resident is not None:
         rows = reader.health()["resident"]["rows"]
-        loaded = (f"; {rows['propositions']:,} propositions and {rows['chunks']:,} chunks "
-                  f"in memory, loaded in {time.perf_counter() - started:.1f} s")
-    print(f"propdex: serving {reader.index.uri} on http://{host}:{port} ({auth}; "
-          f"API docs at /docs{loaded})", file=sys.stderr, flush=True)
+        print(f"propdex: process {os.getpid()} ready: {rows['propositions']:,} propositions "
+              f"and {rows['chunks']:,} chunks in memory, loaded in "
+              f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return reader
+
+
+def worker_app() -> FastAPI:
+    """The application of one of several worker processes (uvicorn imports this in each):
+    its settings come from the environment, where serve() put the command line's."""
+    from propdex.service.app import create_app
+
+    return create_app(loaded_reader(Settings()))
+
+
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """PROPDEX_* variables giving a new process the fields set explicitly on ``settings``
+    (the command line's options; the rest it reads from the environment as this one did)."""
+    environment = {}
+    for name in settings.model_fields_set:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if value is None:
+            continue
+        environment[f"PROPDEX_{name.upper()}"] = (
+            json.dumps(value) if isinstance(value, list | dict) else str(value))
+    return environment
+
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve the index of ``settings`` until interrupted. Raises UnsafeBindError first.
+    With ``serve_workers`` above 1, uvicorn runs that many processes on one socket, each
+    with its own copy of the resident index (so a search is never held up by another's
+    GIL, and each process can have a core)."""
+    check_bind(host, settings)
+    import uvicorn
+
+    auth = "bearer token required" if settings.api_token is not None else "no token"
+    workers = settings.serve_workers
+    print(f"propdex: serving {settings.db_uri} on http://{host}:{port} ({auth}; "
+          f"{workers} worker process{'es' if workers > 1 else ''}; API docs at /docs) once "
+          f"the index is loaded",
+          file=sys.stderr, flush=True)
+    if workers > 1:
+        os.environ.update(settings_environment(settings))  # the workers' Settings()
+        uvicorn.run("propdex.service.run:worker_app", factory=True, workers=workers,
+                    host=host, port=port, log_level="warning", access_log=False)
+        return
+    from propdex.service.app import create_app
+
+    app = create_app(loaded_reader(settings))
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

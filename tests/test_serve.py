@@ -161,6 +161,25 @@ def test_a_bad_search_request_gets_422_naming_the_field(service, body, field):
     assert (422, True) == (response.status_code, response.json()["error"].startswith(field))
 
 
+@pytest.mark.parametrize(("content", "headers"), [
+    (json.dumps({"query": "owls", "k": 101}), {"Content-Type": "application/json"}),
+    (json.dumps({"query": "owls\x00"}), {"Content-Type": "application/json; charset=utf-8"}),
+    ('{"query": "owls",', {"Content-Type": "application/json"}),
+    ("", {"Content-Type": "application/json"}),
+    ("null", {}),
+    ('["owls"]', {}),
+    ("query=owls", {"Content-Type": "application/x-www-form-urlencoded"}),
+])
+def test_both_engines_answer_a_bad_search_request_alike(service, lancedb_service, content,
+                                                        headers):
+    # The resident service answers /search in the event loop, the LanceDB one through
+    # FastAPI's route (propdex.service.inline): the same status and body.
+    answers = [httpx.post(url + "/search", content=content, headers=headers)
+               for url in (service, lancedb_service)]
+    assert (answers[1].status_code, answers[1].json()) == (answers[0].status_code,
+                                                           answers[0].json())
+
+
 def test_a_body_over_the_limit_gets_413(service):
     response = httpx.post(service + "/search", content=b'{"query": "' + b"x" * 70_000 + b'"}',
                           headers={"Content-Type": "application/json"})

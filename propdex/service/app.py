@@ -23,6 +23,8 @@ from propdex import __version__
 from propdex.api import IndexReader
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
 from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
+from propdex.service.errors import validation_body
+from propdex.service.inline import InlineSearchMiddleware
 from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware
 
 
@@ -59,15 +61,6 @@ def search_request_model(max_query_chars: int) -> type[BaseModel]:
     )
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    """'k: Input should be less than or equal to 100; level: ...' from FastAPI's errors."""
-    parts = []
-    for error in exc.errors():
-        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "path")]
-        parts.append(f"{'.'.join(location) or 'body'}: {error.get('msg')}")
-    return "; ".join(parts)
-
-
 def create_app(reader: IndexReader) -> FastAPI:
     """The application serving ``reader``'s index with its settings' limits and token."""
     settings = reader.settings
@@ -82,8 +75,7 @@ def create_app(reader: IndexReader) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own body lists the errors; "error" names the fields in one sentence.
-        return JSONResponse(status_code=422, content={
-            "error": _validation_message(exc), "detail": _jsonable(exc.errors())})
+        return JSONResponse(status_code=422, content=validation_body(exc.errors()))
 
     @app.post("/search", summary="Search the index (same results as `propdex search --json`)",
               response_model=list[dict[str, Any]])
@@ -122,7 +114,10 @@ def create_app(reader: IndexReader) -> FastAPI:
         return {**reader.health(), "pid": os.getpid()}
 
     # The middleware added last runs first: CORS answers preflights (which carry no
-    # token), then the token is checked, then the body size, before any body is read.
+    # token), then the token is checked, then the body size, before any body is read; a
+    # resident reader then answers searches itself (propdex.service.inline).
+    if reader.resident is not None:
+        app.add_middleware(InlineSearchMiddleware, reader=reader, model=SearchRequest)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     if settings.api_token is not None:
         app.add_middleware(BearerTokenMiddleware, token=settings.api_token.get_secret_value())
@@ -132,8 +127,3 @@ def create_app(reader: IndexReader) -> FastAPI:
                            allow_headers=["Authorization", "Content-Type"])
     return app
 
-
-def _jsonable(errors: list[dict]) -> list[dict]:
-    # pydantic puts the exception object under ctx["error"] for custom validators.
-    return [{**e, "ctx": {k: str(v) for k, v in e["ctx"].items()}} if "ctx" in e else e
-            for e in errors]

@@ -21,7 +21,9 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any
 
+import cachetools
 import numpy as np
+from cachetools import LRUCache
 
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.settings import Settings
@@ -76,7 +78,9 @@ class IndexReader:
         self._embedder_lock = threading.Lock()
         # Agents and applications repeat queries; the vector of a query never changes for
         # one embedder, and embedding it is a tenth of a search's CPU.
-        self._query_vector = functools.lru_cache(maxsize=QUERY_VECTOR_CACHE)(self._embed_query)
+        self._query_vectors: LRUCache = LRUCache(maxsize=QUERY_VECTOR_CACHE)
+        self._query_vector = cachetools.cached(self._query_vectors, key=lambda query: query,
+                                               lock=threading.Lock())(self._embed_query)
 
     # Queries -----------------------------------------------------------------------------
     @property
@@ -117,6 +121,14 @@ class IndexReader:
         with self._resident_search:
             return search(view, query, vector, level=level, mode=mode, k=k, doc_ids=doc_ids,
                           source_glob=source)
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The embedding of ``query`` (kept for the next QUERY_VECTOR_CACHE queries)."""
+        return self._query_vector(query)
+
+    def has_query_vector(self, query: str) -> bool:
+        """Whether ``query``'s vector is at hand, so that searching it embeds nothing."""
+        return query in self._query_vectors
 
     def _embed_query(self, query: str) -> np.ndarray:
         vector = np.array(self.embedder.embed_query(query), dtype=np.float32)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 from pydantic import BaseModel, ValidationError
 
 from propdex.api import IndexReader
@@ -57,6 +58,10 @@ class InlineSearchMiddleware:
         except ValidationError as exc:
             return await _reply(send, 422, validation_body(
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
+        if request.mode != "fts" and not self.reader.has_query_vector(request.query):
+            # A new query's embedding takes milliseconds outside the GIL (ONNX Runtime): on
+            # a thread, so that the loop answers other requests meanwhile.
+            await anyio.to_thread.run_sync(self.reader.query_vector, request.query)
         results = self.reader.search(request.query, level=request.level, mode=request.mode,
                                      k=request.k, doc_ids=request.doc_ids,
                                      source=request.source)

@@ -3,7 +3,8 @@ CPU its searches need (`propdex ingest --nice N`, PROPDEX_INGEST_NICE).
 
 Why: an ingest is CPU-bound (embedding, Prefect's API) and takes every core it is given. On
 two cores, at the same priority as the service, it left the service half a core: 32 clients
-got 50 answers/s, p95 1.4 s; at niceness 19, 121-135/s, p95 0.32-0.36 s (bench/RESULTS.md).
+got 39-58 answers/s, p95 1.2-1.6 s; at niceness 19, 119-149/s, p95 0.29-0.34 s, while the
+ingest went on with the other core (bench/RESULTS.md).
 
 How: a niceness orders a process only against the processes of its own scheduling group,
 and with autogroup scheduling (Linux's default on desktops and many servers) every session is

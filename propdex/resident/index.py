@@ -17,11 +17,13 @@ an uncommitted run. Segments are merged afterwards by a background thread
   version wait for it): a search that starts after a commit sees it.
 - above 0 (what the service uses): a background thread polls the version every
   POLL_SECONDS and refreshes at most once per ``refresh_seconds``; ``view()`` returns the
-  latest view and never waits. A refresh costs 30-40 ms of CPU at 100k propositions
-  whatever it brings in, so a writer committing several times a second would otherwise take
-  a third of a core from the searches (bench/RESULTS.md); coalesced, a commit is searchable
-  within POLL_SECONDS when commits are rare and within ``refresh_seconds`` under a stream of
-  them -- Lucene's and Elasticsearch's near-real-time refresh, for the same reason.
+  latest view and never waits. A refresh costs 35 ms at 100k propositions whatever it
+  brings in, more as writers leave fragments (130 ms after a minute of a writer committing
+  as fast as it can), so refreshing at each commit took a third of a core and more from the
+  searches (32 clients beside a writer: 71 requests/s, 113-123 coalesced; bench/RESULTS.md).
+  So a commit is searchable within POLL_SECONDS when commits are rare and within
+  ``refresh_seconds`` under a stream of them -- Lucene's and Elasticsearch's near-real-time
+  refresh, for the same reason.
 """
 
 from __future__ import annotations

@@ -446,7 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        # What is still buffered goes out here, where a reader that went away is caught
+        # below, rather than at exit (Python's note on SIGPIPE, in the signal module's docs).
+        sys.stdout.flush()
+        return code
     except StorageError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_STORAGE

@@ -29,9 +29,10 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def run_at_lower_priority(nice: int) -> int | None:
     """Go on at niceness ``nice`` (0-19), in a session of its own when this process does not
-    lead one, and says so on stderr. Returns None in the process that goes on; in the parent
-    left waiting, the exit status to end with. Call it before any thread starts: only the calling thread survives a
-    fork (with threads running, it stays in its session and sets only its niceness)."""
+    lead one, and say so on stderr. Returns None in the process that goes on; in the parent
+    left waiting, the exit status to end with. Call it before any thread starts: only the
+    calling thread survives a fork (with threads running, it stays in its session and sets
+    only its niceness)."""
     if not 0 <= nice <= 19:
         raise ValueError(f"niceness must be between 0 and 19, not {nice}")
     if not hasattr(os, "fork"):

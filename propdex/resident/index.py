@@ -88,10 +88,6 @@ class ResidentIndex:
         if self.index.live_documents().version == current.version:
             return current
         self._refresh_now()
-        if self.refresh_seconds and self._refresher is None:
-            self._refresher = threading.Thread(target=self._refresh_forever, daemon=True,
-                                               name="propdex-resident-refresh")
-            self._refresher.start()
         return self._view
 
     def close(self) -> None:
@@ -100,13 +96,13 @@ class ResidentIndex:
         if self._refresher is not None:
             self._refresher.join()
 
-    def _refresh_now(self) -> bool:
-        """Bring the view to the latest documents version; whether there was one to reach."""
+    def _refresh_now(self) -> None:
+        """Bring the view to the latest documents version (unless another caller just did)."""
         with self._refresh:
             current = self._view
             snapshot = self.index.live_documents()
             if snapshot.version == current.version:
-                return False
+                return
             started = time.perf_counter()
             self._view = _updated(self.index, current, snapshot, self.exact)
             self.last_refresh_seconds = time.perf_counter() - started
@@ -115,7 +111,10 @@ class ResidentIndex:
             if current.version is None:
                 _release_freed_memory()
             self._merge_in_background()
-        return True
+            if self.refresh_seconds and self._refresher is None:  # after the first load
+                self._refresher = threading.Thread(target=self._refresh_forever, daemon=True,
+                                                   name="propdex-resident-refresh")
+                self._refresher.start()
 
     def _refresh_forever(self) -> None:
         """Poll the documents version; refresh when it moved, at most once per
@@ -164,8 +163,7 @@ class ResidentIndex:
                                       exact=self.exact) for name, plan in plans.items()}
         with self._refresh:
             current = self._view
-            before, after = base.snapshot.runs, current.snapshot.runs
-            gone = [doc_id for doc_id, run_id in before.items() if after.get(doc_id) != run_id]
+            gone = _gone(base.snapshot, current.snapshot)
             tables = dict(current.tables)
             for name, (start, end) in plans.items():
                 # Only this thread replaces segments and refreshes append after them, so the
@@ -181,7 +179,7 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
     """``view`` brought to ``snapshot``: rows of runs no longer live masked, the new live
     runs read as one segment per table (merged later, in the background)."""
     before, after = view.snapshot.runs, snapshot.runs
-    gone = [doc_id for doc_id, run_id in before.items() if after.get(doc_id) != run_id]
+    gone = _gone(view.snapshot, snapshot)
     new = {doc_id: run_id for doc_id, run_id in after.items() if before.get(doc_id) != run_id}
     tables = {}
     for name, state in view.tables.items():
@@ -199,6 +197,13 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
                 alive.append(np.ones(rows.num_rows, dtype=bool))
         tables[name] = TableState.of(segments, alive)
     return ResidentView(snapshot, tables)
+
+
+def _gone(before: LiveDocuments, after: LiveDocuments) -> list[str]:
+    """Documents whose committed run in ``before`` is no longer the live one in ``after``
+    (replaced or removed): their rows are masked."""
+    return [doc_id for doc_id, run_id in before.runs.items()
+            if after.runs.get(doc_id) != run_id]
 
 
 def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool,

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from propdex.api import IndexReader
 from propdex.service.errors import validation_body
-
+from propdex.service.limits import send_json
 
 
 class InlineSearchMiddleware:
@@ -47,16 +47,16 @@ class InlineSearchMiddleware:
         try:
             payload = json.loads(body) if body else None
         except json.JSONDecodeError as exc:
-            return await _reply(send, 422, validation_body([{
+            return await send_json(send, 422, validation_body([{
                 "type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
                 "input": {}, "ctx": {"error": exc.msg}}]))
         if payload is None:
-            return await _reply(send, 422, validation_body([{
+            return await send_json(send, 422, validation_body([{
                 "type": "missing", "loc": ("body",), "msg": "Field required", "input": None}]))
         try:
             request = self.model.model_validate(payload)
         except ValidationError as exc:
-            return await _reply(send, 422, validation_body(
+            return await send_json(send, 422, validation_body(
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
         if request.mode != "fts" and not self.reader.has_query_vector(request.query):
             # A new query's embedding takes milliseconds outside the GIL (ONNX Runtime): on
@@ -65,7 +65,7 @@ class InlineSearchMiddleware:
         results = self.reader.search(request.query, level=request.level, mode=request.mode,
                                      k=request.k, doc_ids=request.doc_ids,
                                      source=request.source)
-        await _reply(send, 200, [r.to_dict() for r in results])
+        await send_json(send, 200, [r.to_dict() for r in results])
 
     @staticmethod
     def _json(scope: dict) -> bool:
@@ -76,9 +76,3 @@ class InlineSearchMiddleware:
         return kind == b"application/json" or (kind.startswith(b"application/")
                                                 and kind.endswith(b"+json"))
 
-
-async def _reply(send: Any, status: int, content: Any) -> None:
-    payload = json.dumps(content, ensure_ascii=False).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
-    await send({"type": "http.response.body", "body": payload})

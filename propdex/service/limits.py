@@ -15,12 +15,19 @@ from starlette.exceptions import HTTPException
 Scope = dict[str, Any]
 
 
-async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"error": message, "detail": message}).encode()
+async def send_json(send: Any, status: int, content: Any,
+                    headers: list[tuple[bytes, bytes]] = ()) -> None:
+    """A whole JSON response through the ASGI ``send``."""
+    body = json.dumps(content, ensure_ascii=False).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         *headers]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _reply(send: Any, status: int, message: str,
+                 headers: list[tuple[bytes, bytes]] = ()) -> None:
+    await send_json(send, status, {"error": message, "detail": message}, headers)
 
 
 class BearerTokenMiddleware:

@@ -230,7 +230,7 @@ class Load:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int) -> None:
+def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int, interval: float) -> None:
     """Replace benchmark documents in turn; before each commit, append an uncommitted
     version of another document made of the query vectors themselves. Runs in a process of
     its own (its Python work would otherwise hold up the clients' threads and count in their
@@ -254,6 +254,7 @@ def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int) -> None:
             churn, f"bench-{round_}", vectors[rng.integers(0, len(vectors), CHUNKS_PER_DOC)],
             f"{COMMITTED} {round_}"))
         commits.put((round_, time.time()))
+        stop.wait(interval)  # 0: flat out
 
 
 def _version(doc_id: str, run_id: str, vectors: np.ndarray, text: str):
@@ -351,10 +352,12 @@ def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -
 
 def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
                 clients: int, seconds: float, workdir: Path, engine: str,
-                refresh_seconds: float | None, workers: int, ingest_nice: int) -> dict:
-    copy = workdir / f"concurrent-db-{workers}-{ingest_nice}"
+                refresh_seconds: float | None, workers: int, ingest_nice: int,
+                writer_interval: float) -> dict:
+    run = f"{workers}-{ingest_nice}-{writer_interval:g}"
+    copy = workdir / f"concurrent-db-{run}"
     shutil.copytree(db, copy)
-    folder = _ingest_folder(workdir / f"ingest-sources-{workers}-{ingest_nice}", data,
+    folder = _ingest_folder(workdir / f"ingest-sources-{run}", data,
                             INGEST_DOCUMENTS)
     load = Load()
     spawn = multiprocessing.get_context("spawn")
@@ -372,7 +375,7 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
         # The clients start with the ingest's first commit (Prefect's start-up comes first).
         _wait_for_first_commit(copy, folder, ingest)
         writer = spawn.Process(target=_writer, args=(str(copy), vectors, stop, commits,
-                                                     ingest_nice))
+                                                     ingest_nice, writer_interval))
         writer.start()
         threads = [threading.Thread(target=_client, args=(url, queries, i, stop, load))
                    for i in range(clients)]
@@ -400,7 +403,7 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     # round shows only to the queries its vectors match, several times a second).
     lags = [(load.first_seen[r] - at) * 1000 for r, at in committed.items()
             if r in load.first_seen]
-    return {"workers": workers, "ingest_nice": ingest_nice,
+    return {"workers": workers, "ingest_nice": ingest_nice, "writer_interval": writer_interval,
             "quiet": quiet, "service_cores": service_cores,
             "requests": len(load.latencies) + len(load.errors), "errors": len(load.errors),
             "error_examples": load.errors[:3], "p50": percentile(load.latencies, 50),
@@ -440,6 +443,10 @@ def main() -> None:
     parser.add_argument("--ingest-nice", type=int, nargs="+", default=[0],
                         help="`propdex ingest --nice` in the concurrency part (the writer runs "
                              "at the same niceness), each in turn")
+    parser.add_argument("--writer-interval", type=float, nargs="+", default=[1.0],
+                        help="seconds the writer waits after each committed replacement (0: "
+                             "it commits flat out, a second heavy writer beside the ingest), "
+                             "each in turn")
     parser.add_argument("--refresh-seconds", type=float,
                         help="the service's --refresh-seconds in the concurrency part "
                              "(default: the product's default)")
@@ -494,7 +501,8 @@ def main() -> None:
             vectors = np.asarray(embed.embed(queries), dtype=np.float32)
             concurrent = [concurrency(build(min(args.sizes), data), data, queries, vectors,
                                       args.clients, args.seconds, workdir, args.engines[0],
-                                      args.refresh_seconds, workers, nice)
+                                      args.refresh_seconds, workers, nice, interval)
+                          for interval in args.writer_interval
                           for nice in args.ingest_nice for workers in args.workers]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -540,16 +548,19 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
               f"query vectors; service refresh: "
               f"{args.refresh_seconds if args.refresh_seconds is not None else 'default'} s. "
               f"Lag = commit to the first answer holding it (writer rounds).\n")
-        print("| workers | ingest nice | phase | requests | errors | p50 ms | p95 ms | "
+        print("| workers | ingest nice | writer interval s | phase | requests | errors | "
+              "p50 ms | p95 ms | "
               "requests/s | service cores | results from uncommitted runs | ingested / "
               "writer commits | lag p50 / p95 ms |")
-        print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for c in concurrent:
             q = c["quiet"]
-            print(f"| {c['workers']} | {c['ingest_nice']} | nothing committing | "
+            print(f"| {c['workers']} | {c['ingest_nice']} | {c['writer_interval']:g} | "
+                  f"nothing committing | "
                   f"{q['requests']} | {q['errors']} | {q['p50']:.0f} | {q['p95']:.0f} | "
                   f"{q['throughput']:.0f} | {q['service_cores']:.2f} | - | - | - |")
-            print(f"| {c['workers']} | {c['ingest_nice']} | during the commits | "
+            print(f"| {c['workers']} | {c['ingest_nice']} | {c['writer_interval']:g} | "
+                  f"during the commits | "
                   f"{c['requests']} | {c['errors']} | {c['p50']:.0f} | {c['p95']:.0f} | "
                   f"{c['throughput']:.0f} | {c['service_cores']:.2f} | {c['uncommitted']} | "
                   f"{c['ingested_during']} / {c['writer_commits']} | "

@@ -27,7 +27,7 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, TypeVar
 
 import numpy as np
@@ -129,7 +129,11 @@ class SearchResult:
     propositions: list[dict] = field(default_factory=list)  # {prop_id, text, score}, best first
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # Shallow: every field is a plain value but the propositions, copied one level.
+        # (dataclasses.asdict deep-copies value by value: 130 microseconds for ten results.)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["propositions"] = [dict(p) for p in self.propositions]
+        return values
 
 
 @dataclass

@@ -284,3 +284,51 @@ def test_ivf_search_keeps_only_the_rows_asked_for():
     keep[::7] = True
     rows, _ = VectorMatrix(vectors).search(vectors[14], 10, keep)
     assert (14, True) == (int(rows[0]), bool(keep[rows].all()))
+
+
+def embedding_like(rows: int, seed: int, dim: int = 384) -> np.ndarray:
+    """Vectors whose energy lies mostly in a few directions, as text embeddings' does."""
+    rng = np.random.default_rng(seed)
+    mixing = np.random.default_rng(0).standard_normal((48, dim)).astype(np.float32)
+    return (rng.standard_normal((rows, 48)).astype(np.float32) @ mixing
+            + 5.5 * rng.standard_normal((rows, dim)).astype(np.float32))
+
+
+def test_a_large_matrix_is_searched_on_a_sketch_and_finds_the_exact_neighbours():
+    vectors = embedding_like(6_000, seed=5)
+    sketched, exact = VectorMatrix(vectors.copy()), VectorMatrix(vectors.copy(), exact=True)
+    queries = embedding_like(40, seed=6)
+    found = [len(set(sketched.search(q, 10)[0]) & set(exact.search(q, 10)[0]))
+             for q in queries]
+    assert (True, False, True) == (sketched.approximate, exact.approximate,
+                                   sum(found) / (10 * len(queries)) >= 0.98)
+
+
+def test_a_sketched_search_scores_rows_on_all_their_coordinates():
+    vectors = embedding_like(6_000, seed=7)
+    unit_vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = unit_vectors[123]
+    rows, scores = VectorMatrix(vectors).search(query, 5)
+    np.testing.assert_allclose(unit_vectors[rows] @ query, scores, rtol=1e-5)
+
+
+def test_a_sketched_search_keeps_only_the_rows_asked_for():
+    vectors = embedding_like(6_000, seed=8)
+    keep = np.zeros(6_000, dtype=bool)
+    keep[::9] = True
+    query = vectors[18].copy()  # the matrix takes its vectors over (rotated in place)
+    rows, _ = VectorMatrix(vectors).search(query, 10, keep)
+    assert (18, 10, True) == (int(rows[0]), len(rows), bool(keep[rows].all()))
+
+
+@pytest.mark.parametrize("rows", [6_000, 60_000])  # sketched; sketched and IVF
+def test_a_sketched_matrix_gives_back_its_vectors_in_row_order(rows):
+    vectors = embedding_like(rows, seed=9)
+    unit_vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.testing.assert_allclose(unit_vectors, VectorMatrix(vectors.copy()).in_row_order(),
+                               atol=1e-5)
+
+
+def test_vectors_spread_over_every_axis_are_not_sketched():
+    vectors = np.random.default_rng(10).standard_normal((6_000, 384)).astype(np.float32)
+    assert False is VectorMatrix(vectors).approximate

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from propdex.search import DEFAULT_LEVEL, DEFAULT_MODE, RRF_K, reciprocal_rank_fusion, search
+from propdex.search import (
+    DEFAULT_LEVEL, DEFAULT_MODE, RRF_K, SearchResult, reciprocal_rank_fusion, search,
+)
 from propdex.store import Index
 from tests.store_rows import DIM, axis, make_version, unit
 
@@ -291,3 +294,23 @@ def test_search_does_not_import_prefect():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "[]" == out.stdout.strip()
+
+
+
+def a_result() -> SearchResult:
+    return SearchResult(
+        text="t", score=0.5, level="proposition", doc_id="d", chunk_id="d:c0",
+        prop_id="d:c0:p0", chunk_text="c", header="h", section=None, title="T",
+        source="/s.pdf", page_start=1, page_end=2, char_start=0, char_end=9,
+        propositions=[{"prop_id": "d:c0:p0", "text": "t", "score": 0.5}])
+
+
+def test_a_result_dict_holds_every_field():
+    result = a_result()
+    assert dataclasses.asdict(result) == result.to_dict()
+
+
+def test_a_result_dict_holds_copies_of_the_propositions():
+    result = a_result()
+    result.to_dict()["propositions"][0]["score"] = 0.0
+    assert 0.5 == result.propositions[0]["score"]

@@ -173,10 +173,22 @@ def bm25_idf(doc_freq: np.ndarray | int, num_docs: int) -> np.ndarray:
     return np.log((np.float32(num_docs) - n + _HALF) / (n + _HALF) + _ONE)
 
 
+def bm25_length_norm(doc_len: np.ndarray | float, avg_doc_len: float) -> np.ndarray:
+    """K1 * (1 - b + b * length / average length): the part of a row's score that depends
+    on the row alone, fixed while the corpus statistics are (a view computes it once)."""
+    return _K1 * (_ONE - _B + _B * np.asarray(doc_len, dtype=np.float32)
+                  / np.float32(avg_doc_len))
+
+
+def bm25_saturated(idf: np.ndarray | float, tf: np.ndarray | float,
+                   length_norm: np.ndarray | float) -> np.ndarray:
+    """One query term's share of a row's score from the row's ``bm25_length_norm``;
+    LanceDB keeps the (K1 + 1) factor."""
+    tf = np.asarray(tf, dtype=np.float32)
+    return np.asarray(idf, dtype=np.float32) * (_K1 + _ONE) * tf / (tf + length_norm)
+
+
 def bm25_term_score(idf: np.ndarray | float, tf: np.ndarray | float,
                     doc_len: np.ndarray | float, avg_doc_len: float) -> np.ndarray:
-    """One query term's share of a row's score; LanceDB keeps the (K1 + 1) factor."""
-    tf = np.asarray(tf, dtype=np.float32)
-    doc_norm = _K1 * (_ONE - _B + _B * np.asarray(doc_len, dtype=np.float32)
-                      / np.float32(avg_doc_len))
-    return np.asarray(idf, dtype=np.float32) * (_K1 + _ONE) * tf / (tf + doc_norm)
+    """One query term's share of a row's score."""
+    return bm25_saturated(idf, tf, bm25_length_norm(doc_len, avg_doc_len))

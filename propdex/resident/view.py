@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from propdex.resident.analyzer import analyze, bm25_idf, bm25_term_score
+from propdex.resident.analyzer import analyze, bm25_idf, bm25_length_norm, bm25_saturated
 from propdex.resident.segment import Segment
 from propdex.store.live import LiveDocuments
 from propdex.store.schema import CHUNKS
@@ -69,6 +69,7 @@ class ResidentView:
         self.tables = tables
         # Corpus statistics of each table for BM25, fixed for the life of the view.
         self._text_statistics = {name: state.text_statistics() for name, state in tables.items()}
+        self._length_norms: dict[tuple[str, int], np.ndarray] = {}
 
     @property
     def version(self) -> int | None:
@@ -83,8 +84,8 @@ class ResidentView:
         state = self.tables[table]
         hits = []
         for number, segment in enumerate(state.segments):
-            candidates = _candidates(segment, state.alive[number], state.keep[number], doc_ids)
-            rows, scores = segment.vectors.search(vector, limit, candidates)
+            rows, scores = segment.vectors.search(
+                vector, limit, _candidates(state, number, doc_ids))
             hits.extend((float(score), number, int(row)) for row, score in zip(rows, scores))
         return self._rows_of(state, _best(hits, limit), columns)
 
@@ -109,9 +110,9 @@ class ResidentView:
         # occurrence is a term of the sum, in the query's order.
         occurrences = [terms.index(term) for term in query_terms]
         for number, (segment, lists) in enumerate(zip(state.segments, postings, strict=True)):
-            candidates = _candidates(segment, state.alive[number], state.keep[number], doc_ids)
             rows, scores = _bm25(segment, [lists[i] for i in occurrences], idf[occurrences],
-                                 average, candidates, limit)
+                                 self._length_norm(table, number, average),
+                                 _candidates(state, number, doc_ids), limit)
             if len(rows) > limit:
                 best = np.argpartition(-scores, limit - 1)[:limit]
                 rows, scores = rows[best], scores[best]
@@ -128,27 +129,43 @@ class ResidentView:
         return [{k: v for k, v in row.items() if k != "score"}
                 for row in self._rows_of(state, hits, columns)]
 
+    def _length_norm(self, table: str, number: int, average_length: float) -> np.ndarray:
+        """BM25's length part of every row of one segment, for this view's average length:
+        computed at its first full-text search, not per query term."""
+        key = (table, number)
+        if key not in self._length_norms:
+            segment = self.tables[table].segments[number]
+            self._length_norms[key] = bm25_length_norm(segment.text.lengths, average_length)
+        return self._length_norms[key]
+
     @staticmethod
     def _rows_of(state: TableState, hits: list[tuple[float, int, int]],
                  columns: Sequence[str]) -> list[dict]:
         """Row dicts with ``columns`` and "score", in the order of ``hits``."""
-        by_segment: dict[int, list[int]] = {}
-        for _, number, row in hits:
-            by_segment.setdefault(number, []).append(row)
-        fetched: dict[tuple[int, int], dict] = {}
-        for number, rows in by_segment.items():
+        by_segment: dict[int, list[int]] = {}  # segment -> positions in hits
+        for position, (_, number, _) in enumerate(hits):
+            by_segment.setdefault(number, []).append(position)
+        rows: list[dict] = [{}] * len(hits)
+        for number, positions in by_segment.items():
             table = state.segments[number].table.select(list(columns))
-            for row, values in zip(rows, table.take(rows).to_pylist(), strict=True):
-                fetched[(number, row)] = values
-        return [{**fetched[(number, row)], "score": score} for score, number, row in hits]
+            taken = table.take([hits[position][2] for position in positions]).to_pylist()
+            for position, row in zip(positions, taken, strict=True):
+                row["score"] = hits[position][0]
+                rows[position] = row
+        return rows
 
 
-def _candidates(segment: Segment, alive: np.ndarray, passed: np.ndarray,
-                doc_ids: list[str] | None) -> np.ndarray:
-    """The rows a ranking may return, chosen as LanceRankings chooses them, so both give the
-    same rows: without a document scope every live row (propdex.search drops rejected
-    propositions afterwards), with one the live rows of those documents that passed."""
-    return alive if doc_ids is None else passed & segment.documents_mask(doc_ids)
+def _candidates(state: TableState, number: int, doc_ids: list[str] | None,
+                ) -> np.ndarray | None:
+    """The rows of segment ``number`` a ranking may return (None: all of them), chosen as
+    LanceRankings chooses them, so both give the same rows: without a document scope every
+    live row (propdex.search drops rejected propositions afterwards), with one the live rows
+    of those documents that passed."""
+    if doc_ids is None:
+        # A segment without masked rows needs no mask: each posting list and probed slice
+        # would be filtered by it for nothing.
+        return None if state.whole[number] else state.alive[number]
+    return state.keep[number] & state.segments[number].documents_mask(doc_ids)
 
 
 def _best(hits: list[tuple[float, int, int]], limit: int) -> list[tuple[float, int, int]]:
@@ -157,29 +174,29 @@ def _best(hits: list[tuple[float, int, int]], limit: int) -> list[tuple[float, i
 
 
 def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.ndarray,
-          average_length: float, allowed: np.ndarray, limit: int,
+          length_norm: np.ndarray, allowed: np.ndarray | None, limit: int,
           ) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, BM25 scores) of the ``limit`` best allowed rows holding any of the terms."""
-    parts_rows = []
-    # Summed in float32, one term after the other, into one slot per row of the segment:
-    # a term's rows are distinct, so each fancy-indexed += adds once per row. (Sorting the
-    # postings of all terms to merge them cost 30 ms per query at 1M propositions.)
-    scores = np.zeros(segment.rows, dtype=np.float32)
-    for (rows, frequencies), term_idf in zip(lists, idf, strict=True):
+    """(rows, BM25 scores) of the ``limit`` best ``allowed`` rows (None: any) holding any of
+    the terms."""
+    # Every term's postings at once (a Python loop of a fancy-indexed add per term took a
+    # third more time on long queries): a row's share of each term, summed per row by
+    # bincount in the query's term order (in float64; LanceDB sums in float32, so scores
+    # agree to float32 precision, not bit for bit, as they did before).
+    rows = np.concatenate([rows for rows, _ in lists])
+    frequencies = np.concatenate([frequencies for _, frequencies in lists])
+    idfs = np.repeat(np.asarray(idf, dtype=np.float32), [len(rows) for rows, _ in lists])
+    if allowed is not None:
         kept = allowed[rows]
-        rows, frequencies = rows[kept], frequencies[kept]
-        if not len(rows):
-            continue
-        scores[rows] += bm25_term_score(term_idf, frequencies, segment.text.lengths[rows],
-                                        average_length)
-        parts_rows.append(rows)
-    if not parts_rows:
+        rows, frequencies, idfs = rows[kept], frequencies[kept], idfs[kept]
+    if not len(rows):
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
+    scores = np.bincount(rows, weights=bm25_saturated(idfs, frequencies, length_norm[rows]),
+                         minlength=segment.rows)
     # Candidates are the rows of any term, some repeated; a row's score is the same in
     # each repeat, so the best ``limit`` distinct rows are among the best limit x terms.
-    candidates = np.concatenate(parts_rows)
-    wanted = min(len(candidates), limit * len(parts_rows))
+    candidates = rows
+    wanted = min(len(candidates), limit * len(lists))
     if len(candidates) > wanted:
         candidates = candidates[np.argpartition(-scores[candidates], wanted - 1)[:wanted]]
     candidates = np.unique(candidates)
-    return candidates, scores[candidates]
+    return candidates, scores[candidates].astype(np.float32)

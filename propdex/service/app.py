@@ -9,7 +9,6 @@ and the embedder release the GIL while they work.
 # No `from __future__ import annotations`: FastAPI reads the route signatures, and the
 # SearchRequest model is a local variable a string annotation could not resolve.
 
-import json
 import os
 from typing import Annotated, Any
 
@@ -25,7 +24,7 @@ from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
 from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
 from propdex.service.errors import validation_body
 from propdex.service.inline import InlineSearchMiddleware
-from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware
+from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware, json_bytes
 
 
 
@@ -84,7 +83,7 @@ def create_app(reader: IndexReader) -> FastAPI:
                                 k=request.k, doc_ids=request.doc_ids, source=request.source)
         # Serialised here: the rows are plain JSON types already, and FastAPI's validation
         # and encoding of a declared return value cost more than the search's JSON itself.
-        return Response(json.dumps([r.to_dict() for r in results], ensure_ascii=False),
+        return Response(json_bytes([r.to_dict() for r in results]),
                         media_type="application/json")
 
     @app.get("/documents", summary="Every document: status, title, summary, counts, last run")

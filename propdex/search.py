@@ -269,6 +269,8 @@ def _proposition_results(source: Rankings, query: str, vector: _OnceVector, mode
                          documents: dict[str, dict]) -> list[SearchResult]:
     groups = _fetch_groups(source, PROPOSITIONS, query, vector, mode, k, PROP_COLUMNS, allowed,
                            live)
+    source.complete(PROPOSITIONS, [row for props in groups.values() for row in props],
+                    PROP_COLUMNS)
     parents = _live_chunks(source, list(groups), live)
     results = []
     for chunk_id, props in groups.items():
@@ -298,6 +300,7 @@ def _chunk_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                    ) -> list[SearchResult]:
     groups = _fetch_groups(source, CHUNKS, query, vector, mode, k, CHUNK_COLUMNS, allowed,
                            live)
+    source.complete(CHUNKS, [rows[0] for rows in groups.values()], CHUNK_COLUMNS)
     results = []
     for chunk_id, (row, *_) in groups.items():
         doc = documents[row["doc_id"]]
@@ -334,10 +337,17 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                   for chunk_id, rows in ranking.items()}
     chunk_rows.update(_live_chunks(source, [f["chunk_id"] for f in fused
                                            if f["chunk_id"] not in chunk_rows], live))
+    props_of = {entry["chunk_id"]: _fused_propositions(
+        [ranking.get(entry["chunk_id"], []) for ranking in prop_rankings]) for entry in fused}
+    # Only now are the rows of the results known: their texts and pages are set on them.
+    source.complete(PROPOSITIONS, [row for props in props_of.values() for row in props],
+                    PROP_COLUMNS)
+    source.complete(CHUNKS, [chunk_rows[f["chunk_id"]] for f in fused
+                             if f["chunk_id"] in chunk_rows], CHUNK_COLUMNS)
     results = []
     for entry in fused:
         chunk_id = entry["chunk_id"]
-        props = _fused_propositions([ranking.get(chunk_id, []) for ranking in prop_rankings])
+        props = props_of[chunk_id]
         chunk_rank = _best_rank(chunk_id, chunk_rankings)
         parent = chunk_rows.get(chunk_id, {})
         if props and _best_rank(chunk_id, prop_rankings) <= chunk_rank:

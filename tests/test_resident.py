@@ -332,3 +332,19 @@ def test_a_sketched_matrix_gives_back_its_vectors_in_row_order(rows):
 def test_vectors_spread_over_every_axis_are_not_sketched():
     vectors = np.random.default_rng(10).standard_normal((6_000, 384)).astype(np.float32)
     assert False is VectorMatrix(vectors).approximate
+
+
+def test_a_resident_ranking_defers_all_but_the_keys(index):
+    view = ResidentIndex(index).view()
+    rows = view.vector_ranking("chunks", axis(0), limit=3, columns=CHUNK_COLUMNS, doc_ids=None)
+    assert {"chunk_id", "doc_id", "run_id"} == set(rows[0]) & set(CHUNK_COLUMNS)
+
+
+def test_complete_gives_ranked_rows_the_columns_lancedb_gives(index):
+    view = ResidentIndex(index).view()
+    rows = view.vector_ranking("chunks", axis(0), limit=3, columns=CHUNK_COLUMNS, doc_ids=None)
+    view.complete("chunks", rows, CHUNK_COLUMNS)
+    expected = index.rankings().vector_ranking("chunks", axis(0), limit=3,
+                                               columns=CHUNK_COLUMNS, doc_ids=None)
+    assert [{**r, "score": round(r["score"], 4)} for r in expected] == [
+        {**r, "score": round(r["score"], 4)} for r in rows]

@@ -21,7 +21,11 @@ import numpy as np
 from propdex.resident.analyzer import analyze, bm25_idf, bm25_length_norm, bm25_saturated
 from propdex.resident.segment import Segment
 from propdex.store.live import LiveDocuments
+from propdex.store.ranking import RANKING_KEYS
 from propdex.store.schema import CHUNKS
+
+# Set on a ranked row whose other columns are deferred: (segment number, row position).
+_AT = "_resident_row"
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class ResidentView:
             rows, scores = segment.vectors.search(
                 vector, limit, _candidates(state, number, doc_ids))
             hits.extend((float(score), number, int(row)) for row, score in zip(rows, scores))
-        return self._rows_of(state, _best(hits, limit), columns)
+        return self._rows_of(state, _best(hits, limit), columns, defer=True)
 
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
                      doc_ids: list[str] | None) -> list[dict]:
@@ -117,7 +121,7 @@ class ResidentView:
                 best = np.argpartition(-scores, limit - 1)[:limit]
                 rows, scores = rows[best], scores[best]
             hits.extend((float(score), number, int(row)) for row, score in zip(rows, scores))
-        return self._rows_of(state, _best(hits, limit), columns)
+        return self._rows_of(state, _best(hits, limit), columns, defer=True)
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
         state = self.tables[CHUNKS]
@@ -138,10 +142,27 @@ class ResidentView:
             self._length_norms[key] = bm25_length_norm(segment.text.lengths, average_length)
         return self._length_norms[key]
 
+    def complete(self, table: str, rows: list[dict], columns: Sequence[str]) -> None:
+        """Set the deferred ``columns`` on ranked rows of ``table`` (from this view)."""
+        deferred = [row for row in rows if _AT in row]
+        if not deferred:
+            return
+        state = self.tables[table]
+        hits = [(0.0, *row.pop(_AT)) for row in deferred]
+        wanted = [c for c in columns if c not in RANKING_KEYS]
+        if not wanted:
+            return
+        for row, values in zip(deferred, self._rows_of(state, hits, wanted), strict=True):
+            values.pop("score")
+            row.update(values)
+
     @staticmethod
     def _rows_of(state: TableState, hits: list[tuple[float, int, int]],
-                 columns: Sequence[str]) -> list[dict]:
-        """Row dicts with ``columns`` and "score", in the order of ``hits``."""
+                 columns: Sequence[str], *, defer: bool = False) -> list[dict]:
+        """Row dicts with ``columns`` and "score", in the order of ``hits``; ``defer``: only
+        the RANKING_KEYS among ``columns``, and where the row is, for ``complete``."""
+        if defer:
+            columns = [c for c in columns if c in RANKING_KEYS]
         by_segment: dict[int, list[int]] = {}  # segment -> positions in hits
         for position, (_, number, _) in enumerate(hits):
             by_segment.setdefault(number, []).append(position)
@@ -150,7 +171,10 @@ class ResidentView:
             table = state.segments[number].table.select(list(columns))
             taken = table.take([hits[position][2] for position in positions]).to_pylist()
             for position, row in zip(positions, taken, strict=True):
-                row["score"] = hits[position][0]
+                score, _, at = hits[position]
+                row["score"] = score
+                if defer:
+                    row[_AT] = (number, at)
                 rows[position] = row
         return rows
 

@@ -1,7 +1,10 @@
 """Where propdex.search gets its rankings: the ``Rankings`` protocol, and LanceDB's answer.
 
-A ranking is a list of rows, best first, each with the asked-for columns and "score" (cosine
-similarity for vectors, BM25 for text). A source may return rows of old or unfinished runs
+A ranking is a list of rows, best first, each with "score" (cosine similarity for vectors,
+BM25 for text) and the asked-for columns -- or, from a source that defers them, only the
+asked-for RANKING_KEYS, the rest set by ``complete`` on the rows a search keeps (most rows
+of a ranking never reach a result, and the resident view spent a fifth of a search making
+Python values of columns nobody read). A source may return rows of old or unfinished runs
 and rejected propositions: propdex.search keeps only live rows that passed, so every source
 is filtered by the same rule. ``doc_ids`` (None = every document) restricts the rows.
 
@@ -20,6 +23,10 @@ from propdex.store import predicates as p
 from propdex.store.index import Index
 from propdex.store.live import LiveDocuments
 from propdex.store.schema import CHUNKS, PROPOSITIONS
+
+
+# What propdex.search reads of every ranked row to filter, group and fuse rankings.
+RANKING_KEYS = frozenset({"prop_id", "chunk_id", "doc_id", "run_id", "passed"})
 
 
 @runtime_checkable
@@ -44,6 +51,9 @@ class Rankings(Protocol):
                      doc_ids: list[str] | None) -> list[dict]: ...
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]: ...
+
+    def complete(self, table: str, rows: list[dict], columns: Sequence[str]) -> None:
+        """Set ``columns`` on ranked rows of ``table`` still without them (in place)."""
 
 
 class LanceRankings:
@@ -75,6 +85,10 @@ class LanceRankings:
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
         return self.index.read(CHUNKS, columns, p.in_list("chunk_id", chunk_ids))
+
+    def complete(self, table: str, rows: list[dict], columns: Sequence[str]) -> None:
+        """Nothing to do: LanceDB returns every asked-for column with the ranking, at about
+        the cost of the keys alone, where a second query would cost milliseconds."""
 
 
 def _where(table: str, doc_ids: list[str] | None) -> str | None:

@@ -3,6 +3,7 @@ commits -- all through the product's path (propdex.search.search behind IndexRea
 
     python bench/bench_serve.py [--sizes 100000 1000000] [--queries 100] [--cold-runs 10]
                                 [--clients 32] [--seconds 60] [--refresh-seconds S]
+                                [--workers 1 2] [--ingest-nice 0 19] [--writer-interval 1]
                                 [--corpus ../shared/corpus]
 
 Indexes: bench/serve_indexes.py (N propositions in N/100 documents, MiniLM-clustered
@@ -23,11 +24,12 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
 4. Concurrency (smallest size, on a copy of its index): --clients threads query the service
    for --seconds while (a) a real `propdex ingest` of generated text files commits documents
    (offline LLM backend, same embedder) and (b) a writer process replaces benchmark documents
-   over and over, each time first appending an *uncommitted* version whose rows carry the
-   query vectors themselves (the best possible matches) and the text "UNCOMMITTED".
-   Reported: requests, errors, p50 / p95, the service's CPU, results that came from an
-   uncommitted run (must be 0), and how long after its commit each writer round was first in
-   an answer; first, as a reference, the same clients for 20 s with nothing committing.
+   over and over (--writer-interval seconds apart; 0: as fast as it can), each time first
+   appending an *uncommitted* version whose rows carry the query vectors themselves (the best
+   possible matches) and the text "UNCOMMITTED". Reported: requests, errors, p50 / p95, the
+   service's CPU, results that came from an uncommitted run (must be 0), and how long after
+   its replacement began each writer round was first in an answer; first, as a reference,
+   the same clients for 20 s with nothing committing.
 """
 
 from __future__ import annotations
@@ -234,7 +236,7 @@ def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int, interval: fl
     """Replace benchmark documents in turn; before each commit, append an uncommitted
     version of another document made of the query vectors themselves. Runs in a process of
     its own (its Python work would otherwise hold up the clients' threads and count in their
-    latencies); puts (round, time.time()) on ``commits`` once each round is committed."""
+    latencies); puts (round, when its replacement began) on ``commits`` once it is committed."""
     from propdex.store import Index
 
     from propdex.priority import lower_priority
@@ -250,10 +252,13 @@ def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int, interval: fl
         index._append_rows(index.prepare_replacement(*_version(
             victim, f"open-{round_}", vectors[rng.integers(0, len(vectors), CHUNKS_PER_DOC)],
             f"{UNCOMMITTED} {round_}")))
+        # Timed from before the replacement: taken after it, a writer starved of the CPU
+        # (at niceness 19) read the clock seconds after its commit was already served.
+        started = time.time()
         index.replace_document(*_version(
             churn, f"bench-{round_}", vectors[rng.integers(0, len(vectors), CHUNKS_PER_DOC)],
             f"{COMMITTED} {round_}"))
-        commits.put((round_, time.time()))
+        commits.put((round_, started))
         stop.wait(interval)  # 0: flat out
 
 
@@ -399,8 +404,9 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     ingested = [row["ingested_at"].timestamp() for row in Index.open(str(copy)).documents()
                 if row["source"].startswith(str(folder)) and row["ingested_at"] is not None]
     during = sum(window[0] <= t <= window[1] for t in ingested)
-    # How long after its commit a writer round was first in an answer (an upper bound: a
-    # round shows only to the queries its vectors match, several times a second).
+    # How long after its replacement began a writer round was first in an answer (an upper
+    # bound: it includes writing the rows, and a round shows only to the queries its vectors
+    # match, several times a second).
     lags = [(load.first_seen[r] - at) * 1000 for r, at in committed.items()
             if r in load.first_seen]
     return {"workers": workers, "ingest_nice": ingest_nice, "writer_interval": writer_interval,
@@ -545,9 +551,11 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
               f"committing, then for {args.seconds:.0f} s while `propdex ingest` (offline "
               f"LLM backend, its own session) commits documents and a writer process commits "
               f"replacements, each after appending an uncommitted version built from the "
-              f"query vectors; service refresh: "
+              f"query vectors (the writer waits the interval after each commit, 0: flat out); "
+              f"service refresh: "
               f"{args.refresh_seconds if args.refresh_seconds is not None else 'default'} s. "
-              f"Lag = commit to the first answer holding it (writer rounds).\n")
+              f"Lag = from the start of a writer's replacement to the first answer holding "
+              f"it.\n")
         print("| workers | ingest nice | writer interval s | phase | requests | errors | "
               "p50 ms | p95 ms | "
               "requests/s | service cores | results from uncommitted runs | ingested / "

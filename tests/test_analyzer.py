@@ -9,7 +9,7 @@ import lancedb
 import pyarrow as pa
 import pytest
 
-from propdex.resident.analyzer import analyze, bm25_idf, bm25_term_score
+from propdex.resident.analyzer import analyze, bm25_idf, bm25_length_norm, bm25_saturated
 from propdex.resident.text import TextPostings
 
 TRICKY = [
@@ -55,7 +55,8 @@ def _bm25(query: str, rows: dict[int, str | None], stats: list[str | None]) -> d
         terms = analyze(text or "")
         tf = Counter(terms)
         score = sum(
-            bm25_term_score(bm25_idf(doc_freq[q], num_docs), tf[q], len(terms), avg_len)
+            bm25_saturated(bm25_idf(doc_freq[q], num_docs), tf[q],
+                           bm25_length_norm(len(terms), avg_len))
             for q in analyze(query)
             if tf[q]
         )

@@ -187,8 +187,3 @@ def bm25_saturated(idf: np.ndarray | float, tf: np.ndarray | float,
     tf = np.asarray(tf, dtype=np.float32)
     return np.asarray(idf, dtype=np.float32) * (_K1 + _ONE) * tf / (tf + length_norm)
 
-
-def bm25_term_score(idf: np.ndarray | float, tf: np.ndarray | float,
-                    doc_len: np.ndarray | float, avg_doc_len: float) -> np.ndarray:
-    """One query term's share of a row's score."""
-    return bm25_saturated(idf, tf, bm25_length_norm(doc_len, avg_doc_len))

@@ -206,9 +206,10 @@ def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.
     # third more time on long queries): a row's share of each term, summed per row by
     # bincount in the query's term order (in float64; LanceDB sums in float32, so scores
     # agree to float32 precision, not bit for bit, as they did before).
-    rows = np.concatenate([rows for rows, _ in lists])
-    frequencies = np.concatenate([frequencies for _, frequencies in lists])
-    idfs = np.repeat(np.asarray(idf, dtype=np.float32), [len(rows) for rows, _ in lists])
+    rows = np.concatenate([term_rows for term_rows, _ in lists])
+    frequencies = np.concatenate([term_frequencies for _, term_frequencies in lists])
+    idfs = np.repeat(np.asarray(idf, dtype=np.float32),
+                     [len(term_rows) for term_rows, _ in lists])
     if allowed is not None:
         kept = allowed[rows]
         rows, frequencies, idfs = rows[kept], frequencies[kept], idfs[kept]

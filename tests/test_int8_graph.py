@@ -32,7 +32,7 @@ def models(tmp_path_factory):
     write_model(model, weights, smoothed)
     quantization.quantize_dynamic(
         str(smoothed), str(reference), weight_type=quantization.QuantType.QInt8,
-        per_channel=True, op_types_to_quantize=["MatMul", "Attention"],
+        per_channel=True, op_types_to_quantize=["MatMul", "Attention"], reduce_range=True,
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     return ours, reference
 
@@ -62,12 +62,22 @@ def test_the_products_run_on_integer_kernels(models):
 
 
 @pytest.mark.parametrize("column, expected_scale", [
-    ([0.5, -1.27], 0.01),   # the larger magnitude sets the range, symmetric around 0
-    ([2.54, 1.0], 0.02),    # a column of one sign still includes 0
+    ([0.32, -0.64], 0.01),  # the larger magnitude sets the range, symmetric around 0
+    ([1.28, 1.0], 0.02),    # a column of one sign still includes 0
     ([0.0, 0.0], 1.0),      # an all-zero column keeps scale 1 (nothing divides by 0)
 ])
 def test_each_column_gets_its_own_symmetric_scale(column, expected_scale):
     values, scales = quantize_per_column(np.array([column], dtype=np.float32).T)
     assert pytest.approx(expected_scale) == float(scales[0])
-    assert np.abs(values).max() <= 127
+    assert np.abs(values).max() <= 64
 
+
+
+def test_no_pair_of_products_overflows_int16(models):
+    # x86 CPUs without VNNI add two uint8 x int8 products in int16 (VPMADDUBSW) and saturate:
+    # the weights must keep 2 x 255 x |w| within int16 on every CPU, not only on VNNI ones.
+    weights = [values for name, values in _initializers(models[0]).items()
+               if name.endswith("_quantized")]
+    largest = max(int(np.abs(values.astype(np.int32)).max()) for values in weights)
+    assert 18 + 6 == len(weights)
+    assert 2 * 255 * largest <= np.iinfo(np.int16).max

@@ -175,7 +175,10 @@ def test_the_int8_model_is_quantized_from_the_built_graph(tmp_path, session):
     full = session.run(None, feeds)[0]
     cosines = np.sum(quantized * full, axis=1) / np.linalg.norm(quantized, axis=1) / np.linalg.norm(full, axis=1)
     assert {"QAttention", "MatMulInteger"} <= ops
-    assert cosines.min() > 0.98, cosines
+    # "Hi" (TEXTS[0]) is the most distorted: its few word pieces share one activation scale
+    # with the batch's 256-piece text. Before 7-bit weights, a CPU without VNNI gave 0.94-0.955.
+    assert cosines[0] > 0.97, cosines
+    assert cosines[1:].min() > 0.99, cosines
 
 
 def test_a_missing_onnx_names_the_extra(tmp_path, monkeypatch):

@@ -1,15 +1,16 @@
 """The int8 MiniLM, written with numpy: SmoothQuant, then dynamic int8 products.
 
 What ``onnxruntime.quantization.quantize_dynamic(weight_type=QInt8, per_channel=True,
-op_types_to_quantize=["MatMul", "Attention"])`` made of the smoothed fp32 graph, node for
-node and weight for weight (tests/test_int8_graph.py compares the two), built in the
-process that embeds: no quantization tool, no second copy of the model, no calibration run
+op_types_to_quantize=["MatMul", "Attention"], reduce_range=True)`` made of the smoothed fp32
+graph, node for node and weight for weight (tests/test_int8_graph.py compares the two), built
+in the process that embeds: no quantization tool, no second copy of the model, no calibration run
 when the shipped statistics match (propdex/embed/smooth_quant.py).
 
 Each weight product ``Y = X @ W`` becomes: X quantized at run time to uint8 with its own
 scale and zero point (DynamicQuantizeLinear), W stored as int8 with one scale per output
-column (symmetric, zero point 0), their integer product (MatMulInteger; QAttention for the
-fused attention), and Y = float(product) * (scale of X * scales of W).
+column (symmetric, zero point 0, 7 bits: see WEIGHT_MAX), their integer product
+(MatMulInteger; QAttention for the fused attention), and
+Y = float(product) * (scale of X * scales of W).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from propdex.embed.minilm_graph import MS, minilm_graph_and_weights, write_model
 from propdex.embed.smooth_quant import activation_max, smooth_products
 
 QUANTIZED_OPS = ("MatMul", "Attention")
-INT8_MAX = 127  # symmetric int8 weights use [-127, 127], as onnxruntime's quantizer does
+# Weights use [-64, 64], onnxruntime's reduce_range for symmetric int8, not [-127, 127]. On
+# x86 CPUs without VNNI (AVX2 only: many AMD EPYC and older Intel parts) MatMulInteger's
+# uint8 x int8 kernel (VPMADDUBSW) adds pairs of products in int16 and saturates: 2 x 255 x
+# 127 overflows 32767, 2 x 255 x 64 does not. With the full range the vectors fell to a mean
+# cosine of 0.93 to fp32 on such a CPU; with 7 bits they are 0.996 there, and on a VNNI CPU,
+# where nothing saturates, 7 bits measured the same as 8 (bench/RESULTS.md, issue 16).
+WEIGHT_MAX = 64
 
 
 def write_int8_minilm_graph(model_dir: Path, path: Path) -> None:
@@ -36,16 +43,16 @@ def write_int8_minilm_graph(model_dir: Path, path: Path) -> None:
 def quantize_per_column(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``matrix`` (in, out) as int8 with one float32 scale per column, computed the way
     onnxruntime.quantization does: the range is made to include 0 and symmetric, the scale is
-    2 * absmax / 254 in float64 stored as float32, values are divided by the stored scale in
-    float32 and rounded half to even."""
+    2 * absmax / (2 * WEIGHT_MAX) in float64 stored as float32, values are divided by the
+    stored scale in float32 and rounded half to even."""
     matrix = matrix.astype(np.float32, copy=False)
     low = np.minimum(matrix.min(axis=0), np.float32(0))
     high = np.maximum(matrix.max(axis=0), np.float32(0))
     absmax = np.maximum(np.abs(low), np.abs(high)).astype(np.float64)
-    scale = (2 * absmax / (2 * INT8_MAX)).astype(np.float32)
+    scale = (2 * absmax / (2 * WEIGHT_MAX)).astype(np.float32)
     # onnxruntime's rule for an all-zero column: scale 1, so nothing divides by zero.
     scale = np.where(scale < np.finfo(np.float32).tiny, np.float32(1), scale)
-    quantized = np.clip(np.round(matrix / scale[None, :]), -128, 127).astype(np.int8)
+    quantized = np.clip(np.round(matrix / scale[None, :]), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
     return quantized, scale
 
 

@@ -32,8 +32,8 @@ Precision = Literal["fp32", "int8"]
 EXPORT_RECIPE = "4"
 # Bump when int8_graph.py or smooth_quant.py (or its shipped statistics) change the int8
 # vectors; also part of their cache keys and of the pipeline fingerprint, so int8 indexes
-# re-embed. smooth-0.7: SmoothQuant before quantizing.
-INT8_RECIPE = "smooth-0.7"
+# re-embed. smooth-0.7: SmoothQuant before quantizing; w7: 7-bit weights (int8_graph.py).
+INT8_RECIPE = "smooth-0.7-w7"
 
 
 def packaged_model_dir() -> Path:

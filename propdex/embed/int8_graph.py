@@ -26,9 +26,9 @@ QUANTIZED_OPS = ("MatMul", "Attention")
 # Weights use [-64, 64], onnxruntime's reduce_range for symmetric int8, not [-127, 127]. On
 # x86 CPUs without VNNI (AVX2 only: many AMD EPYC and older Intel parts) MatMulInteger's
 # uint8 x int8 kernel (VPMADDUBSW) adds pairs of products in int16 and saturates: 2 x 255 x
-# 127 overflows 32767, 2 x 255 x 64 does not. With the full range the vectors fell to a mean
-# cosine of 0.93 to fp32 on such a CPU; with 7 bits they are 0.996 there, and on a VNNI CPU,
-# where nothing saturates, 7 bits measured the same as 8 (bench/RESULTS.md, issue 16).
+# 127 overflows 32767, 2 x 255 x 64 does not. With the full range the document vectors fell
+# to cosine 0.937 min / 0.971 mean of fp32's on such a CPU, with 7 bits 0.984 / 0.994; on a
+# VNNI CPU, where nothing saturates, 7 bits measured the same as 8 (bench/RESULTS.md).
 WEIGHT_MAX = 64
 
 

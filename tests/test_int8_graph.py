@@ -72,7 +72,6 @@ def test_each_column_gets_its_own_symmetric_scale(column, expected_scale):
     assert np.abs(values).max() <= 64
 
 
-
 def test_no_pair_of_products_overflows_int16(models):
     # x86 CPUs without VNNI add two uint8 x int8 products in int16 (VPMADDUBSW) and saturate:
     # the weights must keep 2 x 255 x |w| within int16 on every CPU, not only on VNNI ones.

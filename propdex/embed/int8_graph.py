@@ -3,8 +3,8 @@
 What ``onnxruntime.quantization.quantize_dynamic(weight_type=QInt8, per_channel=True,
 op_types_to_quantize=["MatMul", "Attention"], reduce_range=True)`` made of the smoothed fp32
 graph, node for node and weight for weight (tests/test_int8_graph.py compares the two), built
-in the process that embeds: no quantization tool, no second copy of the model, no calibration run
-when the shipped statistics match (propdex/embed/smooth_quant.py).
+in the process that embeds: no quantization tool, no second copy of the model, no calibration
+run when the shipped statistics match (propdex/embed/smooth_quant.py).
 
 Each weight product ``Y = X @ W`` becomes: X quantized at run time to uint8 with its own
 scale and zero point (DynamicQuantizeLinear), W stored as int8 with one scale per output
@@ -52,8 +52,8 @@ def quantize_per_column(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = (2 * absmax / (2 * WEIGHT_MAX)).astype(np.float32)
     # onnxruntime's rule for an all-zero column: scale 1, so nothing divides by zero.
     scale = np.where(scale < np.finfo(np.float32).tiny, np.float32(1), scale)
-    quantized = np.clip(np.round(matrix / scale[None, :]), -WEIGHT_MAX, WEIGHT_MAX).astype(np.int8)
-    return quantized, scale
+    quantized = np.clip(np.round(matrix / scale[None, :]), -WEIGHT_MAX, WEIGHT_MAX)
+    return quantized.astype(np.int8), scale
 
 
 def quantize_products(model, weights: dict[str, np.ndarray]) -> None:

@@ -196,6 +196,35 @@ def test_uncommitted_rows_are_never_returned(fresh):
         True, True, False)
 
 
+class CommitsDuringARead(Index):
+    """An index whose next read of chunk rows first lets ``writer`` commit: the moment at
+    which a concurrent ingest can land in the middle of a refresh."""
+
+    writer = None
+
+    def read_batches(self, name, columns, where=None, *, version=None):
+        if self.writer is not None and name == "chunks":
+            writer, self.writer = self.writer, None
+            writer()
+        yield from super().read_batches(name, columns, where, version=version)
+
+
+def test_a_replacement_committed_during_a_refresh_leaves_the_refreshed_view_whole(tmp_path):
+    db = str(tmp_path / "db")
+    index = CommitsDuringARead.open(db, dim=DIM)
+    writer = Index.open(db, dim=DIM)
+    index.replace_document(*make_version("doc", "r1", ["Walruses bask."]).rows)
+    resident = ResidentIndex(index)
+    resident.view()
+    writer.replace_document(*make_version("doc", "r2", ["Walruses swim."]).rows)
+    # While the refresh to r2 reads its rows, r3 is committed and r2's rows are deleted.
+    index.writer = lambda: writer.replace_document(
+        *make_version("doc", "r3", ["Walruses dive."]).rows)
+    view = resident.view()
+    hit = search(view, "walruses", None, level="propositions", mode="fts", k=1)[0]
+    assert ("doc:c0", "Walruses swim.") == (hit.chunk_id, hit.chunk_text)
+
+
 def test_a_view_in_use_is_unchanged_by_a_commit(fresh):
     resident = ResidentIndex(fresh)
     view = resident.view()

@@ -19,13 +19,12 @@ turns instead of oversubscribing the cores.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from pathlib import Path
 
 import numpy as np
 
-from propdex.embed.base import Embedder
+from propdex.embed.base import Embedder, usable_cores
 from propdex.embed.minilm_tokens import MAX_TOKENS, minilm_tokenizer, token_windows
 from propdex.embed.onnx_export import INT8_RECIPE, Precision, ensure_onnx_model
 
@@ -34,13 +33,6 @@ WINDOW_OVERLAP = 32  # word pieces shared by neighbouring windows of a long text
 # on the 380 texts of levels_of_agi.pdf 1024 took 20-25% less CPU than 8192 (fp32 and int8).
 BATCH_TOKENS = 1024
 MAX_BATCH_ROWS = 256
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=4)
@@ -52,7 +44,7 @@ def _session(path: str, threads: int):
             "local ONNX embeddings need onnxruntime: pip install 'propdex[local]'"
         ) from exc
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or _cores()
+    options.intra_op_num_threads = threads or usable_cores()
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3

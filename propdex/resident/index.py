@@ -100,11 +100,15 @@ class ResidentIndex:
         """Bring the view to the latest documents version (unless another caller just did)."""
         with self._refresh:
             current = self._view
-            snapshot = self.index.live_documents()
-            if snapshot.version == current.version:
-                return
+            while True:  # until no commit lands between a snapshot and its row versions
+                snapshot = self.index.live_documents()
+                if snapshot.version == current.version:
+                    return
+                versions = self.index.row_versions(snapshot)
+                if versions is not None:
+                    break
             started = time.perf_counter()
-            self._view = _updated(self.index, current, snapshot, self.exact)
+            self._view = _updated(self.index, current, snapshot, versions, self.exact)
             self.last_refresh_seconds = time.perf_counter() - started
             self.last_refresh_at = time.time()
             self.refreshes += 1
@@ -174,10 +178,11 @@ class ResidentIndex:
         return True
 
 
-def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: bool,
-             ) -> ResidentView:
+def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments,
+             versions: dict[str, int | None], exact: bool) -> ResidentView:
     """``view`` brought to ``snapshot``: rows of runs no longer live masked, the new live
-    runs read as one segment per table (merged later, in the background)."""
+    runs read (at ``versions``, Index.row_versions) as one segment per table (merged later,
+    in the background)."""
     before, after = view.snapshot.runs, snapshot.runs
     gone = _gone(view.snapshot, snapshot)
     new = {doc_id: run_id for doc_id, run_id in after.items() if before.get(doc_id) != run_id}
@@ -191,7 +196,8 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments, exact: b
                     mask[rows] = False
         segments = list(state.segments)
         if new:
-            rows, vectors = _live_rows(index, name, new, everything=len(before) == 0)
+            rows, vectors = _live_rows(index, name, new, versions[name],
+                                       everything=len(before) == 0)
             if rows.num_rows:
                 segments.append(Segment(rows, vectors, key=PRIMARY_KEYS[name], exact=exact))
                 alive.append(np.ones(rows.num_rows, dtype=bool))
@@ -206,9 +212,10 @@ def _gone(before: LiveDocuments, after: LiveDocuments) -> list[str]:
             if after.runs.get(doc_id) != run_id]
 
 
-def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool,
-               ) -> tuple[pa.Table, np.ndarray]:
-    """The rows of ``runs`` (doc_id -> committed run_id) in table ``name``: their columns
+def _live_rows(index: Index, name: str, runs: dict[str, str], version: int | None,
+               everything: bool) -> tuple[pa.Table, np.ndarray]:
+    """The rows of ``runs`` (doc_id -> committed run_id) in table ``name`` as of ``version``
+    (None: the table does not exist, so neither do the rows): their columns
     but the vectors, and the vectors as one float32 matrix. Read batch by batch; a first
     load copies each batch's vectors straight into a matrix sized by the row count, so the
     vectors are held once (at 1M propositions, 1.5 GB), not as Arrow data and a copy."""
@@ -216,9 +223,11 @@ def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool,
     wanted = pa.array([f"{doc_id}\x00{run_id}" for doc_id, run_id in runs.items()])
     columns = [c for c in COLUMNS[name] if c != VECTOR]
     # Counting costs a scan under a filter: only a whole-table read is sized beforehand.
+    if version is None:
+        return _no_rows(columns)
     matrix = _Matrix(index.count(name) if where is None else 0)
     parts = []
-    for batch in index.read_batches(name, COLUMNS[name], where):
+    for batch in index.read_batches(name, COLUMNS[name], where, version=version):
         pairs = pc.binary_join_element_wise(batch.column("doc_id"), batch.column("run_id"),
                                             "\x00")
         batch = batch.filter(pc.is_in(pairs, value_set=wanted))
@@ -226,8 +235,12 @@ def _live_rows(index: Index, name: str, runs: dict[str, str], everything: bool,
             matrix.append(vector_matrix(batch.column(VECTOR)))
             parts.append(batch.select(columns))
     if not parts:
-        return pa.table({c: pa.nulls(0) for c in columns}), np.zeros((0, 0), np.float32)
+        return _no_rows(columns)
     return pa.Table.from_batches(parts), matrix.rows()
+
+
+def _no_rows(columns: list[str]) -> tuple[pa.Table, np.ndarray]:
+    return pa.table({c: pa.nulls(0) for c in columns}), np.zeros((0, 0), np.float32)
 
 
 class _Matrix:

@@ -13,7 +13,9 @@ beside an ingest even the 10k chunk vectors are), so its cost is the bytes it re
 of SKETCH_MIN_ROWS rows or more is therefore held rotated onto its principal axes (a rotation
 keeps every dot product), most variance first: a first pass scores the rows on the first
 SKETCH_DIMS coordinates alone, a third of the bytes, and the best RERANK_FACTOR x limit of
-them are scored again on all coordinates, which decide the result.
+them are scored again on all coordinates, which decide the result. The sketch coordinates
+are held apart from the others, contiguous: at 1M rows, scanning 60 slices of 1,000 rows read
+128 of 384 coordinates per row in 5.9 ms, and the same coordinates stored apart in 3.4 ms.
 """
 
 from __future__ import annotations
@@ -72,18 +74,25 @@ class VectorMatrix:
             if share >= MIN_SKETCH_SHARE:
                 _rotate(vectors, axes, out=vectors)
                 self._rotation = axes
-        self._vectors = vectors
-        if exact or self.rows < IVF_THRESHOLD:
-            return
-        centroids = _kmeans(vectors, round(self.rows ** 0.5), seed)
-        assignment = _nearest(vectors, centroids)
-        # Rows sorted by centroid: each centroid's rows are one contiguous slice.
-        self._order = np.argsort(assignment, kind="stable")
-        self._vectors = vectors[self._order]
-        self._centroids = centroids
-        self._bounds = np.searchsorted(assignment[self._order], np.arange(len(centroids) + 1))
-        self._probes = min(len(centroids), max(MIN_PROBES, math.ceil(PROBE_SHARE
-                                                                     * len(centroids))))
+        if not exact and self.rows >= IVF_THRESHOLD:
+            centroids = _kmeans(vectors, round(self.rows ** 0.5), seed)
+            assignment = _nearest(vectors, centroids)
+            # Rows sorted by centroid: each centroid's rows are one contiguous slice.
+            self._order = np.argsort(assignment, kind="stable")
+            self._centroids = centroids
+            self._bounds = np.searchsorted(assignment[self._order],
+                                           np.arange(len(centroids) + 1))
+            self._probes = min(len(centroids), max(MIN_PROBES, math.ceil(PROBE_SHARE
+                                                                         * len(centroids))))
+        rows = slice(None) if self._order is None else self._order
+        # The first pass's matrix (the sketch, or every coordinate) and, with a sketch, the
+        # other coordinates: together one copy of the vectors, in searched (centroid) order.
+        self._rest: np.ndarray | None = None
+        if self._rotation is None:
+            self._first: np.ndarray = vectors if self._order is None else vectors[rows]
+        else:
+            self._first = np.ascontiguousarray(vectors[rows, :SKETCH_DIMS])
+            self._rest = np.ascontiguousarray(vectors[rows, SKETCH_DIMS:])
 
     @property
     def approximate(self) -> bool:
@@ -91,12 +100,13 @@ class VectorMatrix:
 
     def in_row_order(self) -> np.ndarray:
         """The (unit) vectors in the order of the rows they were built from."""
-        vectors = self._vectors
+        vectors = self._first if self._rest is None else np.hstack((self._first, self._rest))
         if self._order is not None:
-            vectors = np.empty_like(self._vectors)
-            vectors[self._order] = self._vectors
+            ordered = vectors
+            vectors = np.empty_like(ordered)
+            vectors[self._order] = ordered
         if self._rotation is not None:  # back from the principal axes
-            out = vectors if self._order is not None else np.empty_like(vectors)
+            out = vectors if vectors is not self._first else np.empty_like(vectors)
             vectors = _rotate(vectors, np.ascontiguousarray(self._rotation.T), out=out)
         return vectors
 
@@ -112,10 +122,10 @@ class VectorMatrix:
         if self._rotation is not None:
             query = query @ self._rotation
         # The first pass reads SKETCH_DIMS coordinates of each row when rotated, all if not.
-        width = SKETCH_DIMS if self._rotation is not None else self.dim
+        first = query[:self._first.shape[1]]
         if self._order is None:
             positions = np.arange(self.rows)
-            scores = self._vectors[:, :width] @ query[:width]
+            scores = self._first @ first
         else:
             nearest = np.argpartition(-(self._centroids @ query),
                                       self._probes - 1)[:self._probes]
@@ -126,8 +136,7 @@ class VectorMatrix:
             positions = np.arange(int(lengths.sum())) + np.repeat(starts - offsets, lengths)
             scores = np.empty(len(positions), dtype=np.float32)
             for start, end, offset in zip(starts.tolist(), ends.tolist(), offsets.tolist()):
-                np.matmul(self._vectors[start:end, :width], query[:width],
-                          out=scores[offset:offset + end - start])
+                np.matmul(self._first[start:end], first, out=scores[offset:offset + end - start])
         rows = positions if self._order is None else self._order[positions]
         if self._rotation is None:
             return _top(rows, scores, limit, keep)
@@ -137,8 +146,9 @@ class VectorMatrix:
         wanted = max(RERANK_FACTOR * limit, RERANK_MIN)
         if len(scores) > wanted:
             best = np.argpartition(-scores, wanted - 1)[:wanted]
-            positions, rows = positions[best], rows[best]
-        return _top(rows, self._vectors[positions] @ query, limit, None)
+            positions, rows, scores = positions[best], rows[best], scores[best]
+        # The sketch's share of each cosine is already known: add the other coordinates'.
+        return _top(rows, scores + self._rest[positions] @ query[len(first):], limit, None)
 
 
 def _top(rows: np.ndarray, scores: np.ndarray, limit: int, keep: np.ndarray | None,

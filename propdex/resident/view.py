@@ -168,8 +168,14 @@ class ResidentView:
             by_segment.setdefault(number, []).append(position)
         rows: list[dict] = [{}] * len(hits)
         for number, positions in by_segment.items():
-            table = state.segments[number].table.select(list(columns))
-            taken = table.take([hits[position][2] for position in positions]).to_pylist()
+            segment = state.segments[number]
+            at = [hits[position][2] for position in positions]
+            if defer:
+                values = [segment.keys[c][at].tolist() for c in columns]
+                taken = [dict(zip(columns, row)) for row in zip(*values)] if columns else [
+                    {} for _ in at]
+            else:
+                taken = segment.table.select(list(columns)).take(at).to_pylist()
             for position, row in zip(positions, taken, strict=True):
                 score, _, at = hits[position]
                 row["score"] = score

@@ -297,12 +297,16 @@ class Index:
         return pa.Table.from_batches(batches)
 
     def read_batches(self, name: str, columns: Sequence[str], where: str | None = None,
-                     ) -> Iterator[pa.RecordBatch]:
+                     *, version: int | None = None) -> Iterator[pa.RecordBatch]:
         """``read`` as a stream of Arrow record batches, so that a reader of a large table
-        holds one batch at a time rather than the whole table twice."""
+        holds one batch at a time rather than the whole table twice; ``version``: the table
+        as of that version (see ``row_versions``) rather than the latest."""
         table = self.table(name)
         if table is None:
             return
+        if version is not None:
+            with self._storage(f"open version {version} of {name}"):
+                table = self._connect(for_write=False).open_table(name, version=version)
         # An index written by an older propdex may lack newer columns: they read as null.
         stored = set(table.schema.names)  # one schema lookup: each is a round trip to Lance
         present = [c for c in columns if c in stored]
@@ -382,6 +386,25 @@ class Index:
         """The documents with a searchable version (run_id, title, source), as of the
         documents table's latest version; re-read only when that version changed."""
         return self._live.get()
+
+    def row_versions(self, snapshot: LiveDocuments) -> dict[str, int | None] | None:
+        """The versions of the chunks and propositions tables (None: no table) that hold
+        every live row of ``snapshot``, or None when a commit landed after it.
+
+        Why: a replacement deletes the rows it supersedes right after its commit, so rows of
+        a snapshot's live runs read at the latest version may be gone already -- a chunk
+        deleted before it was read, its propositions not yet -- and a reader holding rows
+        would hold a half-deleted document. The rows of a live run were appended before its
+        commit and are deleted only after a later one; versions read while no commit landed
+        since the snapshot therefore hold them all, and reading at those versions
+        (``read_batches(version=...)``) gets them whatever is deleted meanwhile."""
+        versions = {}
+        for name in (CHUNKS, PROPOSITIONS):
+            table = self.table(name)
+            versions[name] = table.version if table is not None else None
+        documents = self.table(DOCUMENTS)
+        latest = documents.version if documents is not None else None
+        return versions if latest == snapshot.version else None
 
     def live_runs(self) -> dict[str, str]:
         """doc_id -> committed run_id for every document that has a searchable version."""

@@ -209,9 +209,10 @@ def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.
     """(rows, BM25 scores) of the ``limit`` best ``allowed`` rows (None: any) holding any of
     the terms."""
     # Every term's postings at once (a Python loop of a fancy-indexed add per term took a
-    # third more time on long queries): a row's share of each term, summed per row by
-    # bincount in the query's term order (in float64; LanceDB sums in float32, so scores
-    # agree to float32 precision, not bit for bit, as they did before).
+    # third more time on long queries): a row's share of each term, summed per row in the
+    # query's term order and in float32, as LanceDB sums them. np.add.at into float32 took
+    # 2.5 ms where np.bincount (float64) took 5.8 at 1M rows and 430k postings, and reading
+    # the scores back at the postings 1.35 ms instead of 2.2.
     rows = np.concatenate([term_rows for term_rows, _ in lists])
     frequencies = np.concatenate([term_frequencies for _, term_frequencies in lists])
     idfs = np.repeat(np.asarray(idf, dtype=np.float32),
@@ -221,8 +222,8 @@ def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.
         rows, frequencies, idfs = rows[kept], frequencies[kept], idfs[kept]
     if not len(rows):
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
-    scores = np.bincount(rows, weights=bm25_saturated(idfs, frequencies, length_norm[rows]),
-                         minlength=segment.rows)
+    scores = np.zeros(segment.rows, dtype=np.float32)
+    np.add.at(scores, rows, bm25_saturated(idfs, frequencies, length_norm[rows]))
     # Candidates are the rows of any term, some repeated; a row's score is the same in
     # each repeat, so the best ``limit`` distinct rows are among the best limit x terms.
     candidates = rows
@@ -230,4 +231,4 @@ def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.
     if len(candidates) > wanted:
         candidates = candidates[np.argpartition(-scores[candidates], wanted - 1)[:wanted]]
     candidates = np.unique(candidates)
-    return candidates, scores[candidates].astype(np.float32)
+    return candidates, scores[candidates]

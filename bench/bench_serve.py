@@ -35,6 +35,7 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import multiprocessing
 import os
@@ -53,6 +54,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -177,17 +179,41 @@ def cpu_seconds(pid: int) -> float:
 CONFIGS = {"default": {}, "propositions, vector": {"level": "propositions", "mode": "vector"}}
 
 
-def warm_http(url: str, queries: list[str], options: dict) -> list[float]:
-    import httpx
+class Connection:
+    """One keep-alive HTTP/1.1 connection to the service, POSTing JSON: the benchmark's
+    client. The standard library's http.client rather than httpx, because the clients share
+    the service's two cores: under 32 clients httpx spent about 5 ms of CPU per request on
+    the client side (bench/RESULTS.md), which the service's searches then waited for."""
 
+    def __init__(self, url: str, timeout: float = 60):
+        host, _, port = url.removeprefix("http://").partition(":")
+        self._connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+    def post(self, path: str, body: dict) -> Any:
+        self._connection.request("POST", path, body=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+        response = self._connection.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"POST {path}: HTTP {response.status}: {data[:200]!r}")
+        return json.loads(data)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def warm_http(url: str, queries: list[str], options: dict) -> list[float]:
     times = []
-    with httpx.Client(base_url=url, timeout=60) as client:
+    client = Connection(url)
+    try:
         for query in queries[:5]:  # connection, caches
-            client.post("/search", json={"query": query, "k": K, **options}).raise_for_status()
+            client.post("/search", {"query": query, "k": K, **options})
         for query in queries:
             started = time.perf_counter()
-            client.post("/search", json={"query": query, "k": K, **options}).raise_for_status()
+            client.post("/search", {"query": query, "k": K, **options})
             times.append((time.perf_counter() - started) * 1000)
+    finally:
+        client.close()
     return times
 
 
@@ -281,20 +307,19 @@ def _version(doc_id: str, run_id: str, vectors: np.ndarray, text: str):
 
 
 def _client(url: str, queries: list[str], seed: int, stop: threading.Event, load: Load) -> None:
-    import httpx
-
     rng = np.random.default_rng(seed)
-    with httpx.Client(base_url=url, timeout=60) as client:
+    client = Connection(url)
+    try:
         while not stop.is_set():
             query = queries[int(rng.integers(0, len(queries)))]
             started = time.perf_counter()
             try:
-                response = client.post("/search", json={"query": query, "k": K})
-                response.raise_for_status()
-                hits = response.json()
+                hits = client.post("/search", {"query": query, "k": K})
             except Exception as exc:  # every failure counts; the run goes on
                 with load.lock:
                     load.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                client.close()  # a new connection for the next request
+                client = Connection(url)
                 continue
             elapsed = (time.perf_counter() - started) * 1000
             answered = time.time()
@@ -308,6 +333,8 @@ def _client(url: str, queries: list[str], seed: int, stop: threading.Event, load
                 load.uncommitted += bad
                 for round_ in rounds:
                     load.first_seen.setdefault(round_, answered)
+    finally:
+        client.close()
 
 
 def _wait_for_first_commit(db: Path, folder: Path, ingest: subprocess.Popen,

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import cachetools
 import numpy as np
 from cachetools import LRUCache
 
-from propdex.embed.base import usable_cores
+from propdex.embed.query import query_settings
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.settings import Settings
 from propdex.store import Index
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from propdex.resident import ResidentIndex
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
-QUERY_THREADS = 2
 
 # What GET /documents lists per document: its state, description, counts and last run.
 DOCUMENT_SUMMARY_FIELDS = (
@@ -48,17 +48,6 @@ CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "se
                 "page_start", "page_end", "char_start", "char_end", "source", "prop_error"]
 PROPOSITION_FIELDS = ["prop_id", "ordinal", "text", "accuracy", "clarity", "completeness",
                       "conciseness", "passed", "page_start", "page_end"]
-
-
-def query_settings(settings: Settings) -> Settings:
-    """The settings queries are embedded with: QUERY_THREADS ONNX Runtime threads (at most
-    the cores this process may use) unless configured. A query is one short text: one thread
-    embeds a 31-word-piece question in 14 ms on an AVX2 EPYC core, two in 8.9 ms for 17 ms of
-    CPU (the session's idle threads sleep rather than spin); more threads only wait on each
-    other over so little work."""
-    if settings.embedder == "minilm" and settings.embed_threads == 0:
-        return settings.model_copy(update={"embed_threads": min(QUERY_THREADS, usable_cores())})
-    return settings
 
 
 class IndexReader:
@@ -107,12 +96,17 @@ class IndexReader:
 
     def search(self, query: str, *, level: Level = DEFAULT_LEVEL, mode: Mode = DEFAULT_MODE,
                k: int = DEFAULT_K, doc_ids: list[str] | None = None,
-               source: str | None = None) -> list[SearchResult]:
+               source: str | None = None,
+               query_vector: Callable[[], np.ndarray | None] | None = None,
+               ) -> list[SearchResult]:
         """The top ``k`` results for ``query`` (see propdex.search.search); ``source`` is a
-        glob over source paths, ``doc_ids`` restricts to those documents."""
+        glob over source paths, ``doc_ids`` restricts to those documents. ``query_vector``:
+        a function giving the query's vector embedded elsewhere (propdex.embed.query's
+        child), or None when that failed and the reader must embed it."""
         if self.resident is None:
             # Embedded lazily: the full-text rankings start while the query is being embedded.
-            vector = None if mode == "fts" else functools.partial(self._query_vector, query)
+            vector = None if mode == "fts" else functools.partial(
+                self._given_or_embedded, query, query_vector)
             return search(self.index, query, vector, level=level, mode=mode, k=k,
                           doc_ids=doc_ids, source_glob=source)
         # Resident: the view (refreshed, if a commit landed, without holding up others) and
@@ -120,10 +114,15 @@ class IndexReader:
         # one at a time: it is Python and short NumPy calls, and 32 at once on threads
         # served 136 searches/s at 100k propositions against 220/s one after the other.
         view = self.resident.view()
-        vector = None if mode == "fts" else self._query_vector(query)
+        vector = None if mode == "fts" else self._given_or_embedded(query, query_vector)
         with self._resident_search:
             return search(view, query, vector, level=level, mode=mode, k=k, doc_ids=doc_ids,
                           source_glob=source)
+
+    def _given_or_embedded(self, query: str,
+                           given: Callable[[], np.ndarray | None] | None) -> np.ndarray:
+        vector = given() if given is not None else None
+        return self._query_vector(query) if vector is None else vector
 
     def query_vector(self, query: str) -> np.ndarray:
         """The embedding of ``query`` (kept for the next QUERY_VECTOR_CACHE queries)."""

@@ -209,9 +209,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"propdex: {exc}", file=sys.stderr)
             return EXIT_USAGE if exc.status in (401, 403, 413, 422) else EXIT_FAILED_DOCS
     if results is None:
+        vector = None
+        if options.get("mode") != "fts":
+            # Forked before LanceDB is imported: the query is embedded on the other core
+            # while this process imports and opens the index (propdex.embed.query).
+            from propdex.embed.query import embed_query_in_child
+
+            vector = embed_query_in_child(settings, args.query)
         from propdex.api import IndexReader
 
-        results = [r.to_dict() for r in IndexReader(settings).search(args.query, **options)]
+        results = [r.to_dict() for r in IndexReader(settings).search(
+            args.query, query_vector=vector, **options)]
     if args.json:
         print(json.dumps(results, indent=2, default=str, ensure_ascii=False))
         return EXIT_OK

@@ -64,8 +64,56 @@ print(sorted(heavy & {{m.split(".")[0] for m in sys.modules}}), file=sys.stderr)
 ])
 def test_queries_are_embedded_on_two_threads_unless_configured(monkeypatch, configured,
                                                                cores, expected):
-    from propdex import api
+    from propdex.embed import query
     from propdex.settings import Settings
 
-    monkeypatch.setattr(api, "usable_cores", lambda: cores)
-    assert expected == api.query_settings(Settings(embed_threads=configured)).embed_threads
+    monkeypatch.setattr(query, "usable_cores", lambda: cores)
+    assert expected == query.query_settings(Settings(embed_threads=configured)).embed_threads
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, check=True)
+    return done.stdout.strip()
+
+
+def test_a_query_embedded_in_a_forked_child_equals_the_one_embedded_here():
+    # A fresh process: one thread, as a one-shot `propdex search` has when it forks.
+    code = """
+import sys
+import numpy as np
+from propdex.embed.query import embed_query_in_child, query_settings
+from propdex.settings import Settings
+settings = Settings()
+vector = embed_query_in_child(settings, "Which animal makes honey?")()
+embedded_there = "onnxruntime" not in sys.modules  # the child loaded the model, not us
+from propdex.runtime import embedder_for
+here = embedder_for(query_settings(settings)).embed_query("Which animal makes honey?")
+print(embedded_there, vector.shape, bool(np.allclose(vector, here, atol=1e-6)))
+"""
+    assert "True (384,) True" == _run(code)
+
+
+def test_no_child_is_forked_while_other_threads_run():
+    code = """
+import threading
+from propdex.embed.query import embed_query_in_child
+from propdex.settings import Settings
+stop = threading.Event()
+other = threading.Thread(target=stop.wait)
+other.start()
+print(embed_query_in_child(Settings(), "owls"))
+stop.set()
+"""
+    assert "None" == _run(code)
+
+
+def test_a_child_that_cannot_embed_leaves_the_query_to_the_caller(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # the model cannot be converted under it
+    code = f"""
+from propdex.embed.query import embed_query_in_child
+from propdex.settings import Settings
+print(embed_query_in_child(Settings(onnx_dir={str(blocker / "onnx")!r}), "owls")())
+"""
+    assert "None" == _run(code)

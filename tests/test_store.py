@@ -513,8 +513,8 @@ def test_vector_index_is_retrained_once_the_table_has_grown_fourfold(index):
     index.replace_document(*make_version("c", "r1", [f"Third {i}." for i in range(20)]).rows)
     grown_fourfold = index.optimize(vector_index_threshold=20)[CHUNKS]
 
-    assert ("optimized", "re-trained IVF_FLAT vector index (16 partitions) over 80 rows",
-            ["vector_ivf_flat_80"]) == (
+    assert ("optimized", "re-trained IVF_FLAT vector index (2 partitions) over 80 rows",
+            ["vector_ivf_flat_80_p2"]) == (
         grown_threefold, grown_fourfold.removeprefix("optimized, "), _vector_index_names(index, CHUNKS))
 
 
@@ -525,7 +525,63 @@ def test_a_vector_index_of_another_kind_is_replaced_by_ivf_flat(index):
     index.table(CHUNKS).create_index("vector", config=HnswSq(distance_type="cosine"))
     index.optimize(vector_index_threshold=1000)
 
-    assert ["vector_ivf_flat_30"] == _vector_index_names(index, CHUNKS)
+    assert ["vector_ivf_flat_30_p2"] == _vector_index_names(index, CHUNKS)
+
+
+def test_an_index_named_without_its_partitions_is_replaced(index):
+    from lancedb.index import IvfFlat
+
+    # What an older propdex trained: sqrt(rows) partitions, which optimize() re-partitions.
+    index.replace_document(*make_version("a", "r1", [f"Row {i}." for i in range(30)]).rows)
+    index.table(CHUNKS).create_index("vector", config=IvfFlat(distance_type="cosine",
+                                                              num_partitions=5),
+                                     name="vector_ivf_flat_30")
+    index.optimize(vector_index_threshold=1000)
+
+    assert ["vector_ivf_flat_30_p2"] == _vector_index_names(index, CHUNKS)
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    (5_000, 2), (100_000, 48), (1_000_000, 488)])
+def test_vector_index_partitions_hold_about_two_thousand_rows(rows, expected):
+    from propdex.store.index import vector_index_partitions
+
+    assert expected == vector_index_partitions(rows)
+
+
+@pytest.mark.parametrize(("rows", "partitions", "expected"), [
+    (5_000, 2, 2),  # every partition: fewer rows than VECTOR_INDEX_SCAN_ROWS
+    (100_000, 48, 10),  # 20,000 rows
+    (1_000_000, 488, 20),  # 4% of the rows
+])
+def test_vector_index_probes_scan_twenty_thousand_rows_or_four_percent(rows, partitions,
+                                                                       expected):
+    from propdex.store.index import vector_index_probes
+
+    assert expected == vector_index_probes(rows, partitions)
+
+
+def test_optimize_keeps_the_vector_index_partitions_after_a_replacement(index):
+    """LanceDB's optimize() re-partitions an index of small partitions (316 of 316 rows at
+    100k became one searched through every row); propdex's partitions must outlive it.
+    Two clusters, one per partition: a one-probe search reads only the query's cluster."""
+    def cluster(doc_id: str, run_id: str, towards: int) -> tuple:
+        vectors = {i: axis(towards, tilt=0.02 * (i % 50), towards=(towards + 2 + i % 3) % DIM)
+                   for i in range(2_100)}
+        return make_version(doc_id, run_id, [f"{doc_id} row {i}." for i in range(2_100)],
+                            chunk_vectors=vectors).rows
+
+    index.replace_document(*cluster("east", "r1", 0))
+    index.replace_document(*cluster("north", "r1", 1))
+    index.optimize(vector_index_threshold=4_000)
+    index.replace_document(*cluster("east", "r2", 0))  # deletes and appends 2,100 rows
+    index.optimize(vector_index_threshold=4_000)
+
+    table = index.table(CHUNKS)
+    found = (table.search(axis(0), vector_column_name="vector").distance_type("cosine")
+             .nprobes(1).select(["doc_id"]).limit(4_000).to_arrow()["doc_id"].to_pylist())
+    assert (["vector_ivf_flat_4200_p2"], {"east"}) == (
+        _vector_index_names(index, CHUNKS), set(found))
 
 
 # Storage errors -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ after it, and a crash between steps leaves the old version searchable.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -44,20 +45,32 @@ from propdex.store.schema import (
 )
 
 # Below this many rows a table is searched exactly (flat); from it on optimize() builds an
-# IVF_FLAT index with sqrt(rows) partitions, searched with 40 probes. Measured by
-# bench/bench_search.py (384-d MiniLM-clustered vectors, k=10, 2 cores; bench/RESULTS.md):
-# at 1M rows IVF_FLAT builds in 72 s and answers in 8 ms p50 at recall@10 0.991 (LanceDB flat:
-# 1964 ms); at 100k, 5 ms at 0.986 (build 10.6 s) against IVF_HNSW_SQ's 96 s build for 0.965
-# with refine_factor 2 (0.908 without). IVF_FLAT's distances are exact, so no refine step.
-# The threshold is low because a flat LanceDB search reads every vector of the table on each
-# query: 9.5 ms for the 10k chunks of a 100k-proposition index against 5.6 ms with the index
-# (bench/bench_serve.py), and the default search runs a vector search on each table.
+# IVF_FLAT index. Measured by bench/bench_search.py (384-d MiniLM-clustered vectors, k=10,
+# 2 cores; bench/RESULTS.md): at 1M rows IVF_FLAT answers in 8 ms p50 at recall@10 0.991
+# (LanceDB flat: 1964 ms), against IVF_HNSW_SQ's 96 s build for 0.965 at 100k. IVF_FLAT's
+# distances are exact, so no refine step. The threshold is low because a flat LanceDB search
+# reads every vector of the table on each query: 9.5 ms for the 10k chunks of a
+# 100k-proposition index against 5.6 ms with the index (bench/bench_serve.py), and the
+# default search runs a vector search on each table.
 VECTOR_INDEX_THRESHOLD = 5_000
-VECTOR_INDEX_NPROBES = 40
+# Rows per partition when the index is trained. Not sqrt(rows), as before: LanceDB's
+# optimize() (run after every ingest that wrote) re-partitions an index whose partitions are
+# small, and the index it writes then is searched through every partition. Measured on a
+# 100k-proposition index (2-core AVX2 EPYC, 60 held-out questions, bench/RESULTS.md): 316
+# partitions of 316 rows searched with 40 probes took 10.6 ms warm and 55 ms in a new
+# process; after one replaced document and optimize() 22-26 ms and 310-400 ms whatever the
+# probes (recall 1.000: every row scanned), and that optimize() took 3.7 s rewriting the
+# whole index. 128 partitions (781 rows) were re-partitioned the same way; 64 (1,562 rows)
+# were kept through six rounds of replacements, each optimize() taking 0.4-0.6 s.
+VECTOR_INDEX_ROWS_PER_PARTITION = 2_048
+# Probes: enough partitions to hold this many rows, or this share of the rows trained on.
+VECTOR_INDEX_SCAN_ROWS = 20_000
+VECTOR_INDEX_SCAN_SHARE = 0.04
+VECTOR_INDEX_NPROBES = 40  # an index of an older propdex (named without its partitions)
 # optimize() only appends new rows to the trained partitions, so they grow with the table;
 # once it holds this many times the rows the index was trained on, the index is re-trained.
 VECTOR_INDEX_RETRAIN_GROWTH = 4
-_VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)")
+_VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)_p(\d+)")
 # Scalar indexes optimize() keeps, for the filters every search runs (measured at 1M
 # propositions and 100k chunks, bench/bench_serve.py): the prefilter ``passed = true`` costs
 # 139 ms per vector search without a bitmap index and nothing with it (24 ms either way
@@ -342,8 +355,8 @@ class Index:
             query = table.search(query_vector, vector_column_name=VECTOR).distance_type("cosine")
             if self.exact_search:
                 query = query.bypass_vector_index()
-            elif _has_vector_index(table):
-                query = query.nprobes(VECTOR_INDEX_NPROBES)
+            elif (probes := _vector_index_probes(table)) is not None:
+                query = query.nprobes(probes)
             if where:
                 query = query.where(where, prefilter=True)
             return query.select([*columns, "_distance"]).limit(limit).to_arrow().to_pylist()
@@ -608,9 +621,9 @@ class Index:
                 return None
         elif rows < threshold:
             return None
-        partitions = max(16, int(rows ** 0.5))
+        partitions = vector_index_partitions(rows)
         config = IvfFlat(distance_type="cosine", num_partitions=partitions)
-        index_name = f"vector_ivf_flat_{rows}"
+        index_name = f"vector_ivf_flat_{rows}_p{partitions}"
 
         def train() -> None:
             table.create_index(VECTOR, config=config, replace=True, name=index_name)
@@ -656,7 +669,31 @@ def _is_commit_conflict(exc: BaseException) -> bool:
 
 
 def _has_vector_index(table: Any) -> bool:
-    return any(VECTOR in i.columns and i.index_type != "FTS" for i in table.list_indices())
+    return _vector_index_probes(table) is not None
+
+
+def vector_index_partitions(rows: int) -> int:
+    """Partitions of an IVF_FLAT index trained on ``rows`` rows (VECTOR_INDEX_ROWS_PER_PARTITION
+    each, at least two)."""
+    return max(2, rows // VECTOR_INDEX_ROWS_PER_PARTITION)
+
+
+def vector_index_probes(rows: int, partitions: int) -> int:
+    """Partitions a search of an index trained on ``rows`` rows in ``partitions`` probes: as
+    many as hold VECTOR_INDEX_SCAN_ROWS rows, or VECTOR_INDEX_SCAN_SHARE of them if more."""
+    wanted = max(VECTOR_INDEX_SCAN_ROWS, VECTOR_INDEX_SCAN_SHARE * rows)
+    return max(1, min(partitions, math.ceil(wanted * partitions / max(rows, 1))))
+
+
+def _vector_index_probes(table: Any) -> int | None:
+    """The probes a search of ``table``'s vector index uses (None: it has none)."""
+    for index in table.list_indices():
+        if VECTOR in index.columns and index.index_type != "FTS":
+            trained = _VECTOR_INDEX_NAME.fullmatch(index.name)
+            if trained is None:  # an older propdex's index, until optimize() replaces it
+                return VECTOR_INDEX_NPROBES
+            return vector_index_probes(int(trained.group(1)), int(trained.group(2)))
+    return None
 
 
 def _check_columns(row: dict, schema: pa.Schema, what: str) -> None:

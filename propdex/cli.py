@@ -327,12 +327,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     try:
-        serve(settings, args.host or settings.serve_host,
-              settings.serve_port if args.port is None else args.port)
+        return serve(settings, args.host or settings.serve_host,
+                     settings.serve_port if args.port is None else args.port)
     except UnsafeBindError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return EXIT_OK
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

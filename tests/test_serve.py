@@ -6,10 +6,14 @@ CLI, and the index's vectors are the same scripted embeddings, so results are de
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +25,7 @@ from propdex.store import Index
 from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
     REPO, embedding_environment, free_port, running_service, scripted, scripted_vector, version,
 )
-from tests.prefect_server import wait_for
+from tests.prefect_server import start_process, stop_process, wait_for
 from tests.scripted_server import EMBEDDINGS_PATH
 from tests.store_rows import DIM
 
@@ -257,6 +261,45 @@ def test_two_workers_answer_on_one_port(two_workers):
 
     wait_for(both_answered, timeout=60, interval=0.01, what="both workers to answer")
     assert 2 == len(pids)
+
+
+def _listening_sockets(port: int) -> int:
+    """TCP sockets in LISTEN state on ``port`` (Linux's /proc/net/tcp)."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return sum(row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port for row in rows)
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
+def test_each_worker_listens_on_a_socket_of_its_own(two_workers):
+    # The kernel then spreads new connections over the workers (SO_REUSEPORT); on one
+    # shared socket, 30 of 32 clients' connections went to one worker.
+    assert 2 == _listening_sockets(int(two_workers.rsplit(":", 1)[1]))
+
+
+def test_a_worker_that_dies_stops_the_service_with_its_status(db, scripted, tmp_path):
+    port = free_port()
+    process = start_process(
+        "propdex serve", [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db),
+                          "--port", str(port), "--workers", "2"],
+        {**os.environ, **embedding_environment(scripted), "PYTHONPATH": str(REPO)},
+        tmp_path / "serve.log")
+    try:
+        pids: set[int] = set()
+
+        def both_answered() -> bool:
+            with contextlib.suppress(httpx.TransportError):
+                pids.add(httpx.get(f"http://127.0.0.1:{port}/health").json()["pid"])
+            return len(pids) == 2
+
+        wait_for(both_answered, timeout=120, interval=0.05, what="both workers to answer",
+                 alive=process.check_alive)
+        victim, survivor = sorted(pids)
+        os.kill(victim, signal.SIGKILL)
+        status = process.popen.wait(timeout=60)
+        # 128 + the signal that ended the worker, as a shell reports it.
+        assert (128 + signal.SIGKILL, False) == (status, Path(f"/proc/{survivor}").exists())
+    finally:
+        stop_process(process)
 
 
 def test_workers_serve_the_results_of_one_process(service, two_workers):

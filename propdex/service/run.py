@@ -99,11 +99,11 @@ def settings_environment(settings: Settings) -> dict[str, str]:
     return environment
 
 
-def serve(settings: Settings, host: str, port: int) -> None:
-    """Serve the index of ``settings`` until interrupted. Raises UnsafeBindError first.
-    With ``serve_workers`` above 1, uvicorn runs that many processes on one socket, each
-    with its own copy of the resident index (so a search is never held up by another's
-    GIL, and each process can have a core)."""
+def serve(settings: Settings, host: str, port: int) -> int:
+    """Serve the index of ``settings`` until interrupted; returns the exit status. Raises
+    UnsafeBindError first. With ``serve_workers`` above 1, that many processes listen on the
+    port (propdex.service.workers), each with its own copy of the resident index (so a
+    search is never held up by another's GIL, and each process can have a core)."""
     check_bind(host, settings)
     import uvicorn
 
@@ -114,11 +114,17 @@ def serve(settings: Settings, host: str, port: int) -> None:
           f"the index is loaded",
           file=sys.stderr, flush=True)
     if workers > 1:
+        from propdex.service.workers import REUSE_PORT, serve_workers
+
         os.environ.update(settings_environment(settings))  # the workers' Settings()
+        if REUSE_PORT:
+            return serve_workers(host, port, workers, UVICORN_OPTIONS)
+        # Without SO_REUSEPORT (Windows), uvicorn's workers share one socket.
         uvicorn.run("propdex.service.run:worker_app", factory=True, workers=workers,
                     host=host, port=port, **UVICORN_OPTIONS)
-        return
+        return 0
     from propdex.service.app import create_app
 
     app = create_app(loaded_reader(settings))
     uvicorn.run(app, host=host, port=port, **UVICORN_OPTIONS)
+    return 0

@@ -12,13 +12,14 @@ path refused by allowed_roots);
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
 import sys
 import threading
 import time
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from propdex.errors import PropdexError, StorageError
 
@@ -474,5 +475,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def run() -> NoReturn:
+    """The `propdex` command: ``main`` in a process that exits when it returns."""
+    code = main()
+    # The process ends here, and its last garbage collections would walk every object the
+    # imports made (LanceDB's and pydantic's models): 0.2-0.3 s of a one-shot search's 1.3-1.6
+    # (measured: `import lancedb` alone leaves 280-300 ms of exit, 50 ms once frozen). Frozen
+    # objects are left to the OS. Not in main(): the tests call it in their own process.
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -117,3 +117,14 @@ from propdex.settings import Settings
 print(embed_query_in_child(Settings(onnx_dir={str(blocker / "onnx")!r}), "owls")())
 """
     assert "None" == _run(code)
+
+
+@pytest.mark.parametrize(("args", "status", "stdout"), [
+    (["search", "owls", "--mode", "fts", "--json"], 0, "[]"),  # an index that does not exist
+    (["search", "owls", "--k", "0"], 2, ""),  # a usage error
+])
+def test_the_command_exits_with_the_status_of_main(tmp_path, args, status, stdout):
+    done = subprocess.run([sys.executable, "-m", "propdex.cli", *args, "--db",
+                           str(tmp_path / "db")], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert (status, stdout) == (done.returncode, done.stdout.strip())

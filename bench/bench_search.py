@@ -48,8 +48,9 @@ HELD_OUT_QUERIES = 200
 # A member's distance from its centre: noise of norm s gives cosine 1 / sqrt(1 + s^2).
 NOISE_NORMS = (0.4, 1.2)
 SEED = 20241123
-# propdex's earlier index settings (IVF_HNSW_SQ, nprobes 20, refine 2), kept for comparison;
-# propdex/store/index.py now builds IVF_FLAT with sqrt(rows) partitions, nprobes 40.
+# propdex's earlier index settings (IVF_HNSW_SQ, nprobes 20, refine 2, then IVF_FLAT with
+# sqrt(rows) partitions and nprobes 40), kept for comparison; propdex/store/index.py now
+# builds IVF_FLAT with 2,048-row partitions (vector_index_partitions / vector_index_probes).
 HNSW_NPROBES, HNSW_REFINE = 20, 2
 
 
@@ -245,13 +246,20 @@ def index_configs(n: int) -> list[tuple[str, object, list[tuple[int, int | None]
     """(name, LanceDB index config, [(nprobes, refine_factor), ...]) per candidate."""
     from lancedb.index import HnswSq, IvfFlat, IvfPq, IvfRq
 
+    from propdex.store.index import vector_index_partitions, vector_index_probes
+
     partitions = max(16, int(np.sqrt(n)))
+    ours = vector_index_partitions(n)
+    probes = vector_index_probes(n, ours)
     return [
+        (f"IVF_FLAT (propdex: {ours} partitions, nprobes {probes})",
+         IvfFlat(distance_type="cosine", num_partitions=ours),
+         sorted({(max(1, probes // 2), None), (probes, None), (min(ours, 2 * probes), None)})),
         ("IVF_HNSW_SQ", HnswSq(distance_type="cosine"),
          [(HNSW_NPROBES, HNSW_REFINE), (HNSW_NPROBES, None), (40, 2)]),
         ("IVF_PQ", IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=48),
          [(20, 5), (20, 10), (40, 10)]),
-        ("IVF_FLAT (propdex: nprobes 40)", IvfFlat(distance_type="cosine", num_partitions=partitions),
+        ("IVF_FLAT (sqrt(rows) partitions: propdex before 2026-11-25)", IvfFlat(distance_type="cosine", num_partitions=partitions),
          [(10, None), (20, None), (40, None), (80, None)]),
         ("IVF_RQ", IvfRq(distance_type="cosine", num_partitions=partitions),
          [(20, 5), (20, 10), (40, 10), (80, 10)]),

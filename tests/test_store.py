@@ -552,10 +552,9 @@ def test_vector_index_partitions_hold_about_two_thousand_rows(rows, expected):
 @pytest.mark.parametrize(("rows", "partitions", "expected"), [
     (5_000, 2, 2),  # every partition: fewer rows than VECTOR_INDEX_SCAN_ROWS
     (100_000, 48, 10),  # 20,000 rows
-    (1_000_000, 488, 20),  # 4% of the rows
+    (1_000_000, 488, 49),  # a tenth of the rows
 ])
-def test_vector_index_probes_scan_twenty_thousand_rows_or_four_percent(rows, partitions,
-                                                                       expected):
+def test_vector_index_probes_scan_twenty_thousand_rows_or_a_tenth(rows, partitions, expected):
     from propdex.store.index import vector_index_probes
 
     assert expected == vector_index_probes(rows, partitions)

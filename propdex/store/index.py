@@ -64,8 +64,11 @@ VECTOR_INDEX_THRESHOLD = 5_000
 # were kept through six rounds of replacements, each optimize() taking 0.4-0.6 s.
 VECTOR_INDEX_ROWS_PER_PARTITION = 2_048
 # Probes: enough partitions to hold this many rows, or this share of the rows trained on.
+# Propositions' vector search, 60 held-out questions, recall@10 against exact search: at
+# 100k, 10 of 48 partitions 0.987 in 13 ms warm (14 or 20 probes no better); at 1M, 20 of 488
+# 0.883, 40 0.967, 49 (this share) 0.983 in 28-35 ms, 60 1.000 in 36 ms.
 VECTOR_INDEX_SCAN_ROWS = 20_000
-VECTOR_INDEX_SCAN_SHARE = 0.04
+VECTOR_INDEX_SCAN_SHARE = 0.1
 VECTOR_INDEX_NPROBES = 40  # an index of an older propdex (named without its partitions)
 # optimize() only appends new rows to the trained partitions, so they grow with the table;
 # once it holds this many times the rows the index was trained on, the index is re-trained.

@@ -221,6 +221,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         results = [r.to_dict() for r in IndexReader(settings).search(
             args.query, query_vector=vector, **options)]
+        if vector is not None:
+            vector()  # the child is waited for even when the search needed no vector
     if args.json:
         print(json.dumps(results, indent=2, default=str, ensure_ascii=False))
         return EXIT_OK

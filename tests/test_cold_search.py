@@ -128,3 +128,17 @@ def test_the_command_exits_with_the_status_of_main(tmp_path, args, status, stdou
                            str(tmp_path / "db")], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert (status, stdout) == (done.returncode, done.stdout.strip())
+
+
+def test_a_search_that_needs_no_vector_still_waits_for_its_child(tmp_path):
+    code = f"""
+import os
+from propdex.cli import main
+main(["search", "owls", "--db", {str(tmp_path / "db")!r}])  # no index: nothing to rank
+try:
+    os.waitpid(-1, os.WNOHANG)
+    print("a child is left")
+except ChildProcessError:
+    print("no child is left")
+"""
+    assert "no results\nno child is left" == _run(code)

@@ -12,6 +12,7 @@ This module imports neither LanceDB nor the embedder: the child imports the embe
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -64,15 +65,13 @@ def embed_query_in_child(settings: Settings, query: str,
         finally:
             os._exit(status)
     os.close(write_end)
-    result: list[np.ndarray | None] = []
 
+    @functools.cache  # the pipe is read and the child waited for once
     def vector() -> np.ndarray | None:
-        if not result:
-            with os.fdopen(read_end, "rb") as pipe:
-                data = pipe.read()
-            _, status = os.waitpid(pid, 0)
-            ok = status == 0 and data and len(data) % 4 == 0
-            result.append(np.frombuffer(data, dtype=np.float32) if ok else None)
-        return result[0]
+        with os.fdopen(read_end, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        ok = status == 0 and data and len(data) % 4 == 0
+        return np.frombuffer(data, dtype=np.float32) if ok else None
 
     return vector

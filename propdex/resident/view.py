@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from propdex.resident.analyzer import analyze, bm25_idf, bm25_length_norm, bm25_saturated
+from propdex.resident.analyzer import analyze, bm25_idf, bm25_length_norm
+from propdex.resident.bm25 import top_bm25
 from propdex.resident.segment import Segment
 from propdex.store.live import LiveDocuments
 from propdex.store.ranking import RANKING_KEYS
@@ -114,9 +115,9 @@ class ResidentView:
         # occurrence is a term of the sum, in the query's order.
         occurrences = [terms.index(term) for term in query_terms]
         for number, (segment, lists) in enumerate(zip(state.segments, postings, strict=True)):
-            rows, scores = _bm25(segment, [lists[i] for i in occurrences], idf[occurrences],
-                                 self._length_norm(table, number, average),
-                                 _candidates(state, number, doc_ids), limit)
+            rows, scores = top_bm25(segment.rows, [lists[i] for i in occurrences],
+                                    idf[occurrences], self._length_norm(table, number, average),
+                                    _candidates(state, number, doc_ids), limit)
             if len(rows) > limit:
                 best = np.argpartition(-scores, limit - 1)[:limit]
                 rows, scores = rows[best], scores[best]
@@ -201,34 +202,3 @@ def _candidates(state: TableState, number: int, doc_ids: list[str] | None,
 def _best(hits: list[tuple[float, int, int]], limit: int) -> list[tuple[float, int, int]]:
     """The ``limit`` best hits over all segments: score, then segment and row (repeatable)."""
     return sorted(hits, key=lambda hit: (-hit[0], hit[1], hit[2]))[:limit]
-
-
-def _bm25(segment: Segment, lists: list[tuple[np.ndarray, np.ndarray]], idf: np.ndarray,
-          length_norm: np.ndarray, allowed: np.ndarray | None, limit: int,
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, BM25 scores) of the ``limit`` best ``allowed`` rows (None: any) holding any of
-    the terms."""
-    # Every term's postings at once (a Python loop of a fancy-indexed add per term took a
-    # third more time on long queries): a row's share of each term, summed per row in the
-    # query's term order and in float32, as LanceDB sums them. np.add.at into float32 took
-    # 2.5 ms where np.bincount (float64) took 5.8 at 1M rows and 430k postings, and reading
-    # the scores back at the postings 1.35 ms instead of 2.2.
-    rows = np.concatenate([term_rows for term_rows, _ in lists])
-    frequencies = np.concatenate([term_frequencies for _, term_frequencies in lists])
-    idfs = np.repeat(np.asarray(idf, dtype=np.float32),
-                     [len(term_rows) for term_rows, _ in lists])
-    if allowed is not None:
-        kept = allowed[rows]
-        rows, frequencies, idfs = rows[kept], frequencies[kept], idfs[kept]
-    if not len(rows):
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
-    scores = np.zeros(segment.rows, dtype=np.float32)
-    np.add.at(scores, rows, bm25_saturated(idfs, frequencies, length_norm[rows]))
-    # Candidates are the rows of any term, some repeated; a row's score is the same in
-    # each repeat, so the best ``limit`` distinct rows are among the best limit x terms.
-    candidates = rows
-    wanted = min(len(candidates), limit * len(lists))
-    if len(candidates) > wanted:
-        candidates = candidates[np.argpartition(-scores[candidates], wanted - 1)[:wanted]]
-    candidates = np.unique(candidates)
-    return candidates, scores[candidates]

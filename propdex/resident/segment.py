@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from propdex.resident.columns import Columns
 from propdex.resident.text import TextPostings
 from propdex.resident.vectors import IVF_THRESHOLD, VectorMatrix
 from propdex.store.ranking import RANKING_KEYS
@@ -38,6 +39,7 @@ class Segment:
                 self.text = TextPostings(texts)
                 self.vectors = building.result()
         self.rows = self.table.num_rows
+        self.columns = Columns(self.table)  # what a search's results read of their rows
         encoded = pc.dictionary_encode(self.table.column("doc_id")).combine_chunks()
         codes = encoded.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")

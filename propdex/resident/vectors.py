@@ -3,10 +3,11 @@
 Measured on this project's 2-core machine (OpenBLAS through NumPy): a matrix-vector product
 over 100,000 x 384 float32 vectors takes about 2.5 ms, and 32 slices of 1,000 vectors 1.5 ms.
 So a matrix up to IVF_THRESHOLD rows is searched exactly, and a larger one through an
-inverted file: k-means centroids (sqrt(rows) of them), rows stored sorted by their nearest
-centroid, and a query scans the rows of its nearest centroids (PROBE_SHARE of them). Rows and
-queries are scaled to unit length, so a dot product is the cosine similarity LanceDB's cosine
-distance gives (to float32 rounding).
+inverted file: LISTS_PER_SQRT x sqrt(rows) k-means centroids, rows stored sorted by their
+nearest centroid, and a query scans the lists of its nearest centroids, nearest first, until
+they hold PROBED_ROWS_PER_SQRT x sqrt(rows) rows. Rows and queries are scaled to unit length,
+so a dot product is the cosine similarity LanceDB's cosine distance gives (to float32
+rounding).
 
 A search reads its vectors from memory, not cache (the probed rows of a 100k matrix are 19 MB,
 beside an ingest even the 10k chunk vectors are), so its cost is the bytes it reads. A matrix
@@ -20,20 +21,32 @@ are held apart from the others, contiguous: at 1M rows, scanning 60 slices of 1,
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+# Below, an exact scan: the 10k chunks of bench/bench_serve.py's 100k index through an IVF
+# (400 lists, 1,015 of 10,000 rows probed) searched no faster than exactly (0.36 against
+# 0.37 ms, timed alternately as below) at recall@10 0.987 instead of 1.000.
 IVF_THRESHOLD = 50_000
-# Lists probed per query: 6% of them, at least 32 (at 100k rows 32 of 316, at 1M 60 of
-# 1,000). Recall@10 of the served search against exact search, 100 queries at 100k / 60 at
-# 1M (bench/bench_serve.py's recall_at_k): 4% / 16 gave 0.97 for the propositions-vector
-# search at 100k; 8% / 32 gave 0.991 (default search 0.998), and 5% / 32 at 1M 1.000.
-PROBE_SHARE = 0.06
-MIN_PROBES = 32
+# Many small lists, probed by the rows they hold rather than by count: the lists a query
+# lands on are the large ones, and small lists let it stop near the rows it needs. Measured
+# on the 2-core AVX2 EPYC against VectorMatrix(exact=True), the MiniLM vectors of
+# bench/bench_serve.py's indexes, 200 queries, one BLAS thread, variants built in one
+# process and timed alternately (medians of 9 rounds, 7 at 1M): at 100k propositions,
+# sqrt(rows) lists with 32 probes scanned 12,438 rows per query; 4 x sqrt(rows) lists probed
+# to 10 x sqrt(rows) rows scan 3,234 at recall@10 0.994 -> 0.999, recall@100 0.988 -> 0.985,
+# and a propositions search (limit 100) took 1.31 -> 0.60 ms. At 1M propositions: 79,704 ->
+# 10,302 rows, 10.2 -> 1.9 ms at recall@10 0.998 and recall@100 0.981 both; its 100k chunks
+# (limit 60) 10,898 -> 3,235 rows, 1.67 -> 0.75 ms at recall@10 0.983 -> 0.990. The price is
+# at build: four times the centroids took the 1M matrix from 27 to 51 s of CPU on one thread
+# (k-means on the sketch already). The served search's recall@10 against
+# ResidentIndex(exact=True) (100 of the bench queries): default 0.998 -> 0.997 at 100k,
+# 0.996 -> 0.995 at 1M; propositions-vector 0.990 -> 0.997 and 0.986 -> 0.986.
+LISTS_PER_SQRT = 4
+PROBED_ROWS_PER_SQRT = 10
+_MAX_PROBES = 160  # a bound on the lists probed: four times the 40 lists of average size
 _KMEANS_ITERATIONS = 6
-_SAMPLE_PER_CENTROID = 32
-_ASSIGN_BATCH = 65_536  # rows per matrix product while assigning: 65k x 1000 floats = 256 MB
+_SAMPLE_PER_CENTROID = 32  # 16 lost recall@10 at 100k: 0.999 -> 0.994
+_ASSIGN_SCORES = 1 << 26  # scores per matrix product while assigning: 64M floats = 256 MB
 # Measured on bench/bench_serve.py's 100k index, 100 held-out queries, one BLAS thread, side
 # by side: 128 of 384 MiniLM coordinates hold 67% of the propositions' variance; re-scoring
 # 4x the wanted rows, a propositions search (100 rows, through the IVF) took 0.77 -> 0.53 ms
@@ -75,15 +88,18 @@ class VectorMatrix:
                 _rotate(vectors, axes, out=vectors)
                 self._rotation = axes
         if not exact and self.rows >= IVF_THRESHOLD:
-            centroids = _kmeans(vectors, round(self.rows ** 0.5), seed)
-            assignment = _nearest(vectors, centroids)
+            # Clustered on the sketch when there is one: a third of the work, and the lists
+            # to probe are chosen on the sketch, as the rows in them are scored.
+            clustered = vectors if self._rotation is None else vectors[:, :SKETCH_DIMS]
+            centroids = _kmeans(clustered, round(LISTS_PER_SQRT * self.rows ** 0.5), seed)
+            assignment = _nearest(clustered, centroids)
             # Rows sorted by centroid: each centroid's rows are one contiguous slice.
             self._order = np.argsort(assignment, kind="stable")
             self._centroids = centroids
             self._bounds = np.searchsorted(assignment[self._order],
                                            np.arange(len(centroids) + 1))
-            self._probes = min(len(centroids), max(MIN_PROBES, math.ceil(PROBE_SHARE
-                                                                         * len(centroids))))
+            self._sizes = np.diff(self._bounds)
+            self._probed_rows = round(PROBED_ROWS_PER_SQRT * self.rows ** 0.5)
         rows = slice(None) if self._order is None else self._order
         # The first pass's matrix (the sketch, or every coordinate) and, with a sketch, the
         # other coordinates: together one copy of the vectors, in searched (centroid) order.
@@ -127,8 +143,8 @@ class VectorMatrix:
             positions = np.arange(self.rows)
             scores = self._first @ first
         else:
-            nearest = np.argpartition(-(self._centroids @ query),
-                                      self._probes - 1)[:self._probes]
+            nearest = _lists_to_probe(self._centroids @ query[:self._centroids.shape[1]],
+                                      self._sizes, self._probed_rows)
             starts, ends = self._bounds[nearest], self._bounds[nearest + 1]
             lengths = ends - starts
             # Positions of every probed row, slice after slice, without a Python loop.
@@ -151,6 +167,16 @@ class VectorMatrix:
         return _top(rows, scores + self._rest[positions] @ query[len(first):], limit, None)
 
 
+def _lists_to_probe(scores: np.ndarray, sizes: np.ndarray, rows: int) -> np.ndarray:
+    """The lists of the best ``scores``, best first, until they hold ``rows`` rows (the list
+    that reaches it included), at most _MAX_PROBES of them."""
+    candidates = np.argpartition(-scores, _MAX_PROBES - 1)[:_MAX_PROBES] \
+        if len(scores) > _MAX_PROBES else np.arange(len(scores))
+    candidates = candidates[np.argsort(-scores[candidates], kind="stable")]
+    count = int(np.searchsorted(np.cumsum(sizes[candidates]), rows)) + 1
+    return candidates[:count]
+
+
 def _top(rows: np.ndarray, scores: np.ndarray, limit: int, keep: np.ndarray | None,
          ) -> tuple[np.ndarray, np.ndarray]:
     if keep is not None:
@@ -164,14 +190,15 @@ def _top(rows: np.ndarray, scores: np.ndarray, limit: int, keep: np.ndarray | No
     return rows[order], scores[order]
 
 
-def _kmeans(unit_vectors: np.ndarray, clusters: int, seed: int) -> np.ndarray:
-    """Spherical k-means centroids (unit length) trained on a sample of the rows."""
+def _kmeans(vectors: np.ndarray, clusters: int, seed: int) -> np.ndarray:
+    """Spherical k-means centroids (unit length) trained on a sample of the rows (unit
+    vectors, or the sketch coordinates of unit vectors)."""
     rng = np.random.default_rng(seed)
-    sample_size = min(len(unit_vectors), clusters * _SAMPLE_PER_CENTROID)
-    sample = unit_vectors[np.sort(rng.choice(len(unit_vectors), sample_size, replace=False))]
+    sample_size = min(len(vectors), clusters * _SAMPLE_PER_CENTROID)
+    sample = vectors[np.sort(rng.choice(len(vectors), sample_size, replace=False))]
     centroids = sample[rng.choice(sample_size, clusters, replace=False)].copy()
     for _ in range(_KMEANS_ITERATIONS):
-        assignment = np.argmax(sample @ centroids.T, axis=1)
+        assignment = _nearest(sample, centroids)
         counts = np.bincount(assignment, minlength=clusters)
         order = np.argsort(assignment, kind="stable")
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -186,10 +213,13 @@ def _kmeans(unit_vectors: np.ndarray, clusters: int, seed: int) -> np.ndarray:
 
 
 def _nearest(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Index of each row's nearest centroid by cosine (rows and centroids are unit length)."""
+    """Index of each row's nearest centroid (unit length) by dot product: by cosine for unit
+    rows, and spherical k-means' assignment for sketches of them."""
     assignment = np.empty(len(vectors), dtype=np.int32)
-    for start in range(0, len(vectors), _ASSIGN_BATCH):
-        block = vectors[start:start + _ASSIGN_BATCH]
+    # Bounded in scores, not rows: 4,000 centroids (1M rows) would make 65k rows 1 GB.
+    batch = max(1, _ASSIGN_SCORES // len(centroids))
+    for start in range(0, len(vectors), batch):
+        block = vectors[start:start + batch]
         assignment[start:start + len(block)] = np.argmax(block @ centroids.T, axis=1)
     return assignment
 

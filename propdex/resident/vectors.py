@@ -23,10 +23,17 @@ from __future__ import annotations
 
 import numpy as np
 
-# Below, an exact scan: the 10k chunks of bench/bench_serve.py's 100k index through an IVF
-# (400 lists, 1,015 of 10,000 rows probed) searched no faster than exactly (0.36 against
-# 0.37 ms, timed alternately as below) at recall@10 0.987 instead of 1.000.
-IVF_THRESHOLD = 50_000
+# Below, an exact scan. In one process, searching one matrix after another, the 10k chunks
+# of bench/bench_serve.py's 100k index searched no faster through an IVF (400 lists, 1,015
+# of 10,000 rows probed: 0.36 against 0.37 ms, timed alternately as below) at recall@10
+# 0.987 instead of 1.000. In the service it is otherwise: between two searches its clients,
+# sockets and the other tables push the chunks' 5 MB sketch out of the cache, and the exact
+# scan was 12% of a served search (py-spy). With this threshold (50,000 before), two
+# services over the 100k index, 32 clients each in alternating 6 s windows: 6.10 -> 5.28 ms
+# of CPU per request (medians of 8), 166 -> 192 requests/s, p95 250 -> 210 ms; again in a
+# slower phase 6.83 -> 6.15 ms. The default search's recall@10 against exact search: 0.997
+# -> 0.992 (100 queries).
+IVF_THRESHOLD = 8_192
 # Many small lists, probed by the rows they hold rather than by count: the lists a query
 # lands on are the large ones, and small lists let it stop near the rows it needs. Measured
 # on the 2-core AVX2 EPYC against VectorMatrix(exact=True), the MiniLM vectors of

@@ -145,3 +145,18 @@ def test_rows_and_scores_are_int32_and_float32_by_row(limit):
     rows, scores = top_bm25(300, lists, idf, length_norm, None, limit)
     assert (np.int32, np.float32, sorted(rows.tolist())) == (rows.dtype, scores.dtype,
                                                              rows.tolist())
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("limit", [1, 10, 1000])
+@pytest.mark.parametrize("excluded_share", [0.01, 0.3])
+def test_excluded_rows_are_left_out_as_a_mask_of_allowed_rows_would(seed, limit,
+                                                                    excluded_share):
+    lists, idf, length_norm = random_query(seed, 300, 1 + seed % 5, 2 + seed % 3 * 20)
+    rng = np.random.default_rng(100 + seed)
+    excluded = np.sort(rng.choice(300, size=int(300 * excluded_share), replace=False))
+    allowed = np.ones(300, dtype=bool)
+    allowed[excluded] = False
+    expected = as_lists(top_bm25(300, lists, idf, length_norm, allowed, limit))
+    actual = as_lists(top_bm25(300, lists, idf, length_norm, None, limit, excluded=excluded))
+    assert expected == actual

@@ -377,3 +377,15 @@ def test_complete_gives_ranked_rows_the_columns_lancedb_gives(index):
                                                columns=CHUNK_COLUMNS, doc_ids=None)
     assert [{**r, "score": round(r["score"], 4)} for r in expected] == [
         {**r, "score": round(r["score"], 4)} for r in rows]
+
+
+@pytest.mark.parametrize("masked_count", [0, 3, 400])
+def test_live_count_of_ascending_rows_given_the_masked_rows(masked_count):
+    from propdex.resident.view import _live_count
+
+    rng = np.random.default_rng(masked_count)
+    alive = np.ones(1_000, dtype=bool)
+    masked = np.sort(rng.choice(1_000, size=masked_count, replace=False))
+    alive[masked] = False
+    rows = np.sort(rng.choice(1_000, size=300, replace=False)).astype(np.int32)
+    assert int(np.count_nonzero(alive[rows])) == _live_count(rows, alive, masked)

@@ -48,6 +48,13 @@ class TableState:
         """Per segment: every row is live."""
         return tuple(bool(mask.all()) for mask in self.alive)
 
+    @functools.cached_property
+    def masked(self) -> tuple[np.ndarray, ...]:
+        """Per segment, its rows that are not live, in ascending order: the rows of replaced
+        or removed documents, a few among many (a merge rebuilds a segment that is half
+        masked, propdex.resident.merging)."""
+        return tuple(np.flatnonzero(~mask) for mask in self.alive)
+
     @property
     def live_rows(self) -> int:
         return int(sum(int(mask.sum()) for mask in self.alive))
@@ -103,9 +110,9 @@ class ResidentView:
         # Document frequencies over the live rows of every segment (a segment without
         # masked rows counts its postings as they are).
         frequencies = np.zeros(len(terms))
-        for lists, alive, whole in zip(postings, state.alive, state.whole, strict=True):
+        for lists, alive, masked in zip(postings, state.alive, state.masked, strict=True):
             for position, (rows, _) in enumerate(lists):
-                frequencies[position] += len(rows) if whole else np.count_nonzero(alive[rows])
+                frequencies[position] += _live_count(rows, alive, masked)
         documents, average = self._text_statistics[table]
         idf = bm25_idf(frequencies, documents)
         # A term repeated in the query counts once per occurrence, as in LanceDB: every
@@ -113,10 +120,13 @@ class ResidentView:
         occurrences = [terms.index(term) for term in query_terms]
         hits = []
         for number, (segment, lists) in enumerate(zip(state.segments, postings, strict=True)):
+            # Without a document scope, a segment's masked rows are left out after scoring.
+            allowed, excluded = ((None, state.masked[number]) if doc_ids is None
+                                 else (_candidates(state, number, doc_ids), None))
             hits.append((number, *top_bm25(
                 segment.rows, [lists[i] for i in occurrences], idf[occurrences],
-                self._length_norm(table, number, average), _candidates(state, number, doc_ids),
-                limit)))
+                self._length_norm(table, number, average), allowed, limit,
+                excluded=excluded)))
         return _ranked_rows(state, *_best(hits, limit), columns)
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
@@ -173,13 +183,11 @@ def _ranked_rows(state: TableState, scores: np.ndarray, numbers: np.ndarray, row
     if len(state.segments) == 1:
         values = [state.segments[0].keys[c][rows].tolist() for c in keys]
     else:
-        values = []
-        for c in keys:
-            column = np.empty(len(rows), dtype=object)
-            for number in np.unique(numbers).tolist():
-                mine = numbers == number
-                column[mine] = state.segments[number].keys[c][rows[mine]]
-            values.append(column.tolist())
+        # Row by row: a search beside commits ranks over a handful of segments, and NumPy
+        # calls per segment and column cost more than these few hundred lookups.
+        keys_of = [state.segments[number].keys for number in numbers.tolist()]
+        values = [[segment_keys[c][row] for segment_keys, row in
+                   zip(keys_of, rows.tolist(), strict=True)] for c in keys]
     names = [*keys, "score", _AT]
     at = list(zip(numbers.tolist(), rows.tolist(), strict=True))
     return [dict(zip(names, row, strict=True))
@@ -198,6 +206,18 @@ def _column_rows(state: TableState, hits: list[tuple[int, int]],
         for position, row in zip(positions, taken, strict=True):
             rows[position] = row
     return rows
+
+
+def _live_count(rows: np.ndarray, alive: np.ndarray, masked: np.ndarray) -> int:
+    """How many of ``rows`` (ascending) are live, given the segment's ``masked`` rows: a
+    binary search of each masked row when they are few, rather than a lookup per row."""
+    if not len(masked):
+        return len(rows)
+    if 8 * len(masked) < len(rows):
+        at = np.searchsorted(rows, masked)
+        inside = at < len(rows)
+        return len(rows) - int(np.count_nonzero(rows[at[inside]] == masked[inside]))
+    return int(np.count_nonzero(alive[rows]))
 
 
 def _candidates(state: TableState, number: int, doc_ids: list[str] | None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -202,9 +203,11 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
             ) -> _Ranked:
     key = "prop_id" if table == PROPOSITIONS else "chunk_id"
 
-    def is_live(row: dict) -> bool:
+    def live_rows(rows: list[dict]) -> list[dict]:
         # Chunks have no "passed"; a proposition counts only when it passed its grading.
-        return live.get(row["doc_id"]) == row["run_id"] and row.get("passed", True) is True
+        # One comprehension rather than a call per row: a served search filters ~300 rows.
+        return [row for row in rows
+                if live.get(row["doc_id"]) == row["run_id"] and row.get("passed", True) is True]
 
     def by_vector() -> list[dict]:
         return source.vector_ranking(table, vector(), limit=depth, columns=columns,
@@ -224,13 +227,11 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
         text_rows = by_text()
     exhausted = len(vector_rows) < depth and len(text_rows) < depth
     if mode == "vector":
-        return _Ranked([r for r in vector_rows if is_live(r)], exhausted)
+        return _Ranked(live_rows(vector_rows), exhausted)
     if mode == "fts":
-        return _Ranked([r for r in text_rows if is_live(r)], exhausted)
-    return _Ranked(reciprocal_rank_fusion(
-        [[r for r in vector_rows if is_live(r)], [r for r in text_rows if is_live(r)]],
-        key=lambda r: r[key],
-    ), exhausted)
+        return _Ranked(live_rows(text_rows), exhausted)
+    return _Ranked(reciprocal_rank_fusion([live_rows(vector_rows), live_rows(text_rows)],
+                                          key=lambda r: r[key]), exhausted)
 
 
 def reciprocal_rank_fusion(rankings: list[list[dict]], key: Callable[[dict], str],
@@ -344,13 +345,14 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                     PROP_COLUMNS)
     source.complete(CHUNKS, [chunk_rows[f["chunk_id"]] for f in fused
                              if f["chunk_id"] in chunk_rows], CHUNK_COLUMNS)
+    prop_ranks, chunk_ranks = _best_ranks(prop_rankings), _best_ranks(chunk_rankings)
     results = []
     for entry in fused:
         chunk_id = entry["chunk_id"]
         props = props_of[chunk_id]
-        chunk_rank = _best_rank(chunk_id, chunk_rankings)
+        chunk_rank = chunk_ranks.get(chunk_id, math.inf)
         parent = chunk_rows.get(chunk_id, {})
-        if props and _best_rank(chunk_id, prop_rankings) <= chunk_rank:
+        if props and prop_ranks.get(chunk_id, math.inf) <= chunk_rank:
             best = props[0]
             doc = documents[best["doc_id"]]
             results.append(SearchResult(
@@ -378,11 +380,14 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
     return results
 
 
-def _best_rank(chunk_id: str, rankings: list[dict[str, list[dict]]]) -> float:
-    """The best (lowest, from 1) position of ``chunk_id`` among rankings; inf when absent."""
-    ranks = [position for ranking in rankings
-             for position, candidate in enumerate(ranking, start=1) if candidate == chunk_id]
-    return min(ranks, default=float("inf"))
+def _best_ranks(rankings: list[dict[str, list[dict]]]) -> dict[str, int]:
+    """chunk_id -> its best (lowest, from 1) position among ``rankings``."""
+    best: dict[str, int] = {}
+    for ranking in rankings:
+        for position, chunk_id in enumerate(ranking, start=1):
+            if position < best.get(chunk_id, position + 1):
+                best[chunk_id] = position
+    return best
 
 
 def _fused_propositions(groups: list[list[dict]]) -> list[dict]:

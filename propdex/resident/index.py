@@ -144,9 +144,11 @@ class ResidentIndex:
     def _merge_in_background(self) -> None:
         """Start the merging thread unless it runs (it looks at the latest view each time)."""
         if self._merger is None or not self._merger.is_alive():
-            self._merger = threading.Thread(target=self._merge_all, daemon=True,
-                                            name="propdex-resident-merge")
-            self._merger.start()
+            merger = threading.Thread(target=self._merge_all, daemon=True,
+                                      name="propdex-resident-merge")
+            merger.start()
+            # Published once started: wait_for_merges, on another thread, joins it.
+            self._merger = merger
 
     def _merge_all(self) -> None:
         try:

@@ -468,3 +468,17 @@ def test_commits_during_a_stream_of_queries_are_seen_whole_and_never_early(tmp_p
     assert ({200}, set(), "Gamma version 6. Gamma version 6. Again.", True) == (
         {status for status, _ in answers}, texts - committed, after[0]["chunk_text"],
         len(answers) >= 6)
+
+
+def test_objects_alive_when_serving_begins_are_left_out_of_full_collections():
+    import gc
+
+    from propdex.service.run import freeze_loaded_objects
+
+    loaded = [{"row": i} for i in range(1_000)]  # as the resident rows: alive from the start
+    try:
+        freeze_loaded_objects()
+        walked = {id(o) for o in gc.get_objects()}
+        assert (True, False) == (gc.get_freeze_count() >= len(loaded), id(loaded) in walked)
+    finally:
+        gc.unfreeze()  # the rest of the suite runs in this process

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import json
 import os
@@ -51,6 +52,18 @@ def single_blas_thread() -> None:
     threadpool_limits(1, user_api="blas")
 
 
+def freeze_loaded_objects() -> None:
+    """Leave every object alive now -- the imports, the application, the resident rows just
+    loaded -- out of the garbage collector's full collections (``gc.freeze``), after one last
+    collection so that no garbage is kept. Why: a full collection walks every tracked object,
+    the resident keys' object arrays element by element, and took 86-95 ms at 100k
+    propositions; beside commits, each refresh leaves new long-lived objects that set one off
+    now and then, and every request in flight waited for it. Frozen, it walks only what came
+    after (0.0 ms right after the load)."""
+    gc.collect()
+    gc.freeze()
+
+
 def loaded_reader(settings: Settings) -> IndexReader:
     """An IndexReader of ``settings`` with its embedder and resident rows loaded, BLAS then
     limited to one thread; reports what it loaded on stderr."""
@@ -81,7 +94,9 @@ def worker_app() -> FastAPI:
     its settings come from the environment, where serve() put the command line's."""
     from propdex.service.app import create_app
 
-    return create_app(loaded_reader(Settings()))
+    app = create_app(loaded_reader(Settings()))
+    freeze_loaded_objects()
+    return app
 
 
 def settings_environment(settings: Settings) -> dict[str, str]:
@@ -126,5 +141,6 @@ def serve(settings: Settings, host: str, port: int) -> int:
     from propdex.service.app import create_app
 
     app = create_app(loaded_reader(settings))
+    freeze_loaded_objects()
     uvicorn.run(app, host=host, port=port, **UVICORN_OPTIONS)
     return 0

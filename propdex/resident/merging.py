@@ -8,8 +8,9 @@ log2(rows) times over its life, however many commits come, and a table keeps a h
 segments. Below SMALL_SEGMENT_ROWS live rows the counter does not wait: the newest segment
 joins the small one before it at once, so commits of a few rows each make one segment, not a
 dozen -- every segment costs each ranking a function call's worth of NumPy, and beside a
-stream of single-document commits a served search spent a third more CPU on a view of four
-segments than on one (100k propositions, bench/RESULTS.md). A segment of which under half the
+stream of single-document commits a served search spent a quarter to a third more CPU on a
+view of four segments (and a few masked rows) than on a fresh one (100k propositions,
+bench/RESULTS.md). A segment of which under half the
 rows are live is rebuilt alone.
 
 A merge only changes how the rows are held, not which rows a view holds, so it is built

@@ -26,7 +26,7 @@ import fnmatch
 import functools
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import Literal, TypeVar
@@ -251,11 +251,21 @@ def reciprocal_rank_fusion(rankings: list[list[dict]], key: Callable[[dict], str
 
 def _fetch_groups(source: Rankings, table: str, query: str, vector: _OnceVector, mode: Mode,
                   k: int, columns: list[str], allowed: list[str] | None, live: dict[str, str],
-                  ) -> dict[str, list[dict]]:
+                  ) -> Mapping[str, list[dict]]:
     """Live rows grouped by chunk_id (groups in order of their best row), at least ``k``
     groups unless the store runs out."""
     depth = max(k * _OVERFETCH[table], _MIN_DEPTH)
+    # A source that groups a one-signal ranking itself (the resident view) gives the same
+    # groups without making a dict of every ranked row.
+    grouped = getattr(source, "ranked_groups", None) if mode != "hybrid" else None
     while True:
+        if grouped is not None:
+            kept, exhausted = grouped(table, mode, query, vector, limit=depth, groups=k,
+                                      columns=columns, doc_ids=allowed)
+            if len(kept) >= k or exhausted:
+                return kept
+            depth *= 4
+            continue
         ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
         groups: dict[str, list[dict]] = {}
         for row in ranked.rows:
@@ -334,8 +344,9 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
          for ranking in prop_rankings + chunk_rankings],
         key=lambda r: r["chunk_id"],
     )[:k]
-    chunk_rows = {chunk_id: rows[0] for ranking in chunk_rankings
-                  for chunk_id, rows in ranking.items()}
+    # A fused chunk's row from the last chunk ranking holding it, else read by id.
+    chunk_rows = {f["chunk_id"]: ranking[f["chunk_id"]][0] for ranking in chunk_rankings
+                  for f in fused if f["chunk_id"] in ranking}
     chunk_rows.update(_live_chunks(source, [f["chunk_id"] for f in fused
                                            if f["chunk_id"] not in chunk_rows], live))
     props_of = {entry["chunk_id"]: _fused_propositions(
@@ -380,7 +391,7 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
     return results
 
 
-def _best_ranks(rankings: list[dict[str, list[dict]]]) -> dict[str, int]:
+def _best_ranks(rankings: list[Mapping[str, list[dict]]]) -> dict[str, int]:
     """chunk_id -> its best (lowest, from 1) position among ``rankings``."""
     best: dict[str, int] = {}
     for ranking in rankings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 
@@ -15,7 +16,7 @@ from propdex.resident.merging import MIN_LIVE_SHARE, merge_plan, merged_segment,
 from propdex.resident.segment import Segment
 from propdex.resident.vectors import VectorMatrix
 from propdex.resident.view import TableState
-from propdex.search import CHUNK_COLUMNS, search
+from propdex.search import CHUNK_COLUMNS, PROP_COLUMNS, search
 from propdex.store import Index
 from tests.prefect_server import wait_for
 from tests.store_rows import DIM, axis, make_version, unit
@@ -407,6 +408,55 @@ def test_complete_gives_ranked_rows_the_columns_lancedb_gives(index):
                                                columns=CHUNK_COLUMNS, doc_ids=None)
     assert [{**r, "score": round(r["score"], 4)} for r in expected] == [
         {**r, "score": round(r["score"], 4)} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory):
+    """A view over several segments, one with masked rows (a replaced document)."""
+    index = Index.open(str(tmp_path_factory.mktemp("segmented") / "db"), dim=DIM)
+    resident = ResidentIndex(index)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(merging, "SMALL_SEGMENT_ROWS", 0)  # no merge: several segments
+        for number in range(12):
+            index.replace_document(*document(number).rows)
+            resident.view()
+        index.replace_document(*document(3, run_id="r2", seed=5).rows)
+        view = resident.view()
+    assert len(view.tables["propositions"].segments) > 2
+    return view
+
+
+def groups_of_rows(rows: list[dict], groups: int) -> dict[str, list[dict]]:
+    """propdex.search's rule: rows that passed, by chunk_id, the first ``groups`` groups."""
+    grouped: dict[str, list[dict]] = {}
+    for row in rows:
+        if row.get("passed", True) is True:
+            grouped.setdefault(row["chunk_id"], []).append(row)
+    return dict(list(grouped.items())[:groups])
+
+
+@pytest.mark.parametrize(("table", "signal", "doc_ids"), list(itertools.product(
+    ["propositions", "chunks"], ["vector", "fts"], [None, ["doc003", "doc007", "doc010"]])))
+def test_ranked_groups_are_the_groups_of_the_ranked_rows(segmented, table, signal, doc_ids):
+    columns = CHUNK_COLUMNS if table == "chunks" else PROP_COLUMNS
+    for query, vector in QUERIES:
+        ranking = (segmented.vector_ranking if signal == "vector" else
+                   functools.partial(segmented.text_ranking, query=query))
+        rows = ranking(table, **({"vector": vector} if signal == "vector" else {}),
+                       limit=12, columns=columns, doc_ids=doc_ids)
+        groups, exhausted = segmented.ranked_groups(table, signal, query, lambda: vector,
+                                                    limit=12, groups=4, columns=columns,
+                                                    doc_ids=doc_ids)
+        assert (groups_of_rows(rows, 4), len(rows) < 12) == (dict(groups), exhausted)
+
+
+def test_ranked_groups_make_rows_only_of_the_groups_looked_up(segmented):
+    groups, _ = segmented.ranked_groups("propositions", "vector", "", lambda: axis(0),
+                                        limit=30, groups=5, columns=PROP_COLUMNS, doc_ids=None)
+    first = next(iter(groups))
+    made_before = dict(groups._made)
+    rows = groups[first]
+    assert ({}, {first: rows}) == (made_before, groups._made)
 
 
 @pytest.mark.parametrize("masked_count", [0, 3, 400])

@@ -54,6 +54,11 @@ class Segment:
         # was a fifth of a served search's CPU under 32 clients (100k propositions).
         self.keys = {name: _python_values(self.table.column(name))
                      for name in RANKING_KEYS if name in self.table.column_names}
+        # Each row's parent chunk as a number, the same for rows of the same chunk_id:
+        # search groups a ranking's rows by parent chunk with NumPy on these, and makes
+        # Python values only of the groups it keeps (ResidentView.ranked_groups).
+        self.parents = pc.dictionary_encode(self.table.column("chunk_id")).combine_chunks() \
+            .indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         # Row positions by id, for chunks only: search looks up the parent chunks of
         # proposition hits by id, and never a proposition.
         self._positions: dict[str, list[int]] = {}

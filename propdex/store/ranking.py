@@ -9,7 +9,10 @@ and rejected propositions: propdex.search keeps only live rows that passed, so e
 is filtered by the same rule. ``doc_ids`` (None = every document) restricts the rows.
 
 LanceRankings asks LanceDB on every call: what a one-shot `propdex search` does.
-propdex.resident.ResidentView answers the same calls from memory for a long-running reader.
+propdex.resident.ResidentView answers the same calls from memory for a long-running reader,
+and one more that propdex.search uses where a source has it: ``ranked_groups``, a one-signal
+ranking already grouped by parent chunk as propdex.search groups one, whose rows become
+dicts only for the groups a search looks up.
 """
 
 from __future__ import annotations

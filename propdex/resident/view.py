@@ -118,9 +118,9 @@ class ResidentView:
 
         Why: the default search groups four rankings of 60-100 rows and keeps 20 groups of
         each, of which its 5-10 results use a few; made into dicts, every ranked row was a
-        fifth of a served search's CPU (py-spy, 32 clients at 100k propositions). Here the
-        grouping is NumPy over Segment.parents, and a group's rows become dicts only when
-        asked for."""
+        fifth of a served search's CPU (py-spy, 32 clients at 100k propositions). Here rows
+        are grouped by their Segment.parents numbers, and a group's rows become dicts only
+        when it is looked up."""
         state = self.tables[table]
         best = (self._vector_best(table, vector(), limit, doc_ids) if signal == "vector"
                 else self._text_best(table, query, limit, doc_ids))
@@ -239,19 +239,20 @@ class RankedGroups(Mapping[str, list[dict]]):
 
     def __init__(self, state: TableState, columns: Sequence[str], scores: np.ndarray,
                  numbers: np.ndarray, rows: np.ndarray, codes: np.ndarray, groups: int):
-        # Each distinct code is a group, placed by its first (best) row.
-        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-        place = np.empty(len(first), dtype=np.int64)
-        place[np.argsort(first)] = np.arange(len(first))
-        group_of_row = place[inverse]
-        kept = np.flatnonzero(group_of_row < groups)
-        # Python values of the kept rows: a group has one to a few rows, and looking them
-        # up one by one costs less than a NumPy call does.
-        self._members: list[list[tuple[float, int, int]]] = [[] for _ in range(min(groups,
-                                                                                  len(first)))]
-        for group, score, number, row in zip(group_of_row[kept].tolist(),
-                                             scores[kept].tolist(), numbers[kept].tolist(),
-                                             rows[kept].tolist(), strict=True):
+        # Each distinct code is a group, placed by its first (best) row; the rows of the
+        # first ``groups`` groups are kept as Python values. A ranking is 60-100 rows and a
+        # group one to a few: a loop over them cost less than np.unique and its indexing
+        # (a twentieth of a served search's CPU; py-spy, 32 clients at 100k propositions).
+        place: dict[int, int] = {}  # code -> group
+        self._members: list[list[tuple[float, int, int]]] = []
+        for code, score, number, row in zip(codes.tolist(), scores.tolist(), numbers.tolist(),
+                                            rows.tolist(), strict=True):
+            group = place.get(code)
+            if group is None:
+                if len(place) == groups:
+                    continue
+                group = place[code] = len(place)
+                self._members.append([])
             self._members[group].append((score, number, row))
         self._segments = state.segments
         self._keys = [c for c in columns if c in RANKING_KEYS]

@@ -708,3 +708,25 @@ def test_an_index_from_an_older_schema_gains_new_columns_on_its_next_write(tmp_p
 
     assert "encoding" in lancedb.connect(uri).open_table(DOCUMENTS).schema.names
     assert [("d1", None)] == [(r["doc_id"], r["encoding"]) for r in index.documents()]
+
+
+def _documents_fragments(index: Index) -> int:
+    return index.table(DOCUMENTS).stats()["fragment_stats"]["num_fragments"]
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [(4, True), (1_000, False)])
+def test_commits_compact_the_documents_table_once_it_is_fragmented(index, monkeypatch,
+                                                                   threshold, expected):
+    monkeypatch.setattr("propdex.store.index.DOCUMENTS_COMPACTION_FRAGMENTS", threshold)
+    for number in range(10):  # a fragment per commit
+        index.replace_document(*make_version(f"d{number}", "r1", [f"Text {number}."]).rows)
+    assert (expected, 10) == (_documents_fragments(index) < 4, len(index.live_runs()))
+
+
+def test_failure_records_compact_the_documents_table_once_it_is_fragmented(index, monkeypatch):
+    monkeypatch.setattr("propdex.store.index.DOCUMENTS_COMPACTION_FRAGMENTS", 4)
+    for number in range(10):
+        index.record_failure({"doc_id": f"f{number}", "source": f"/f{number}.pdf",
+                              "status": "failed", "error": "unreadable",
+                              "last_run_id": "r1"})
+    assert (True, 10) == (_documents_fragments(index) < 4, len(index.documents()))

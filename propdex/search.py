@@ -259,19 +259,18 @@ def _fetch_groups(source: Rankings, table: str, query: str, vector: _OnceVector,
     # groups without making a dict of every ranked row.
     grouped = getattr(source, "ranked_groups", None) if mode != "hybrid" else None
     while True:
+        groups: Mapping[str, list[dict]]
         if grouped is not None:
-            kept, exhausted = grouped(table, mode, query, vector, limit=depth, groups=k,
-                                      columns=columns, doc_ids=allowed)
-            if len(kept) >= k or exhausted:
-                return kept
-            depth *= 4
-            continue
-        ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
-        groups: dict[str, list[dict]] = {}
-        for row in ranked.rows:
-            groups.setdefault(row["chunk_id"], []).append(row)
-        if len(groups) >= k or ranked.exhausted:
-            return dict(list(groups.items())[:k])
+            groups, exhausted = grouped(table, mode, query, vector, limit=depth, groups=k,
+                                        columns=columns, doc_ids=allowed)
+        else:
+            ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
+            by_chunk: dict[str, list[dict]] = {}
+            for row in ranked.rows:
+                by_chunk.setdefault(row["chunk_id"], []).append(row)
+            groups, exhausted = dict(list(by_chunk.items())[:k]), ranked.exhausted
+        if len(groups) >= k or exhausted:
+            return groups
         depth *= 4
 
 

@@ -10,8 +10,7 @@ joins the small one before it at once, so commits of a few rows each make one se
 dozen -- every segment costs each ranking a function call's worth of NumPy, and beside a
 stream of single-document commits a served search spent a quarter to a third more CPU on a
 view of four segments (and a few masked rows) than on a fresh one (100k propositions,
-bench/RESULTS.md). A segment of which under half the
-rows are live is rebuilt alone.
+bench/RESULTS.md). A segment of which under half the rows are live is rebuilt alone.
 
 A merge only changes how the rows are held, not which rows a view holds, so it is built
 outside any lock from one view and swapped into whatever view is current when it is done:

@@ -40,25 +40,28 @@ class Segment:
                 self.vectors = building.result()
         self.rows = self.table.num_rows
         self.columns = Columns(self.table)  # what a search's results read of their rows
-        encoded = pc.dictionary_encode(self.table.column("doc_id")).combine_chunks()
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        # The ranking keys dictionary-encoded, once: the rows of each document, the keys as
+        # Python values and the parent chunk numbers below all read these.
+        encoded = {name: pc.dictionary_encode(self.table.column(name)).combine_chunks()
+                   for name in RANKING_KEYS if name in self.table.column_names}
+        documents = encoded["doc_id"]
+        codes = documents.indices.to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        bounds = np.searchsorted(codes[order], np.arange(len(documents.dictionary) + 1))
         self.rows_of_doc = {name: order[bounds[code]:bounds[code + 1]]
-                            for code, name in enumerate(encoded.dictionary.to_pylist())}
+                            for code, name in enumerate(documents.dictionary.to_pylist())}
         # Chunks have no grades: every row counts as passed.
         self.passed = (self.table.column("passed").fill_null(False).to_numpy(zero_copy_only=False)
                        if "passed" in self.table.column_names else np.ones(self.rows, bool))
         # The ranking keys as Python values, each distinct value one object: every ranked
         # row is made of them, and taking 100 rows of five Arrow columns and converting them
         # was a fifth of a served search's CPU under 32 clients (100k propositions).
-        self.keys = {name: _python_values(self.table.column(name))
-                     for name in RANKING_KEYS if name in self.table.column_names}
+        self.keys = {name: _python_values(values) for name, values in encoded.items()}
         # Each row's parent chunk as a number, the same for rows of the same chunk_id:
-        # search groups a ranking's rows by parent chunk with NumPy on these, and makes
-        # Python values only of the groups it keeps (ResidentView.ranked_groups).
-        self.parents = pc.dictionary_encode(self.table.column("chunk_id")).combine_chunks() \
-            .indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        # search groups a ranking's rows by parent chunk on these, and makes Python values
+        # only of the groups it keeps (ResidentView.ranked_groups).
+        self.parents = encoded["chunk_id"].indices.fill_null(-1) \
+            .to_numpy(zero_copy_only=False).astype(np.int64)
         # Row positions by id, for chunks only: search looks up the parent chunks of
         # proposition hits by id, and never a proposition.
         self._positions: dict[str, list[int]] = {}
@@ -80,11 +83,10 @@ class Segment:
         return mask
 
 
-def _python_values(column: pa.ChunkedArray) -> np.ndarray:
-    """A column as a NumPy object array of Python values, repeated values sharing one
-    object (at 1M propositions its doc_id, run_id and chunk_id hold 10k, a few and 100k
-    distinct values)."""
-    encoded = pc.dictionary_encode(column).combine_chunks()
+def _python_values(encoded: pa.DictionaryArray) -> np.ndarray:
+    """A dictionary-encoded column as a NumPy object array of Python values, repeated
+    values sharing one object (at 1M propositions its doc_id, run_id and chunk_id hold 10k,
+    a few and 100k distinct values)."""
     distinct = np.array(encoded.dictionary.to_pylist() + [None], dtype=object)
     codes = encoded.indices.fill_null(len(encoded.dictionary))
     return distinct[codes.to_numpy(zero_copy_only=False)]

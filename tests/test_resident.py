@@ -459,13 +459,30 @@ def test_ranked_groups_make_rows_only_of_the_groups_looked_up(segmented):
     assert ({}, {first: rows}) == (made_before, groups._made)
 
 
-@pytest.mark.parametrize("masked_count", [0, 3, 400])
-def test_live_count_of_ascending_rows_given_the_masked_rows(masked_count):
-    from propdex.resident.view import _live_count
+TEXTS = ["the cat sat on the mat", None, "a dog and a cat", "", "dogs bark at cats",
+         "the mat is red"]
 
-    rng = np.random.default_rng(masked_count)
-    alive = np.ones(1_000, dtype=bool)
-    masked = np.sort(rng.choice(1_000, size=masked_count, replace=False))
-    alive[masked] = False
-    rows = np.sort(rng.choice(1_000, size=300, replace=False)).astype(np.int32)
-    assert int(np.count_nonzero(alive[rows])) == _live_count(rows, alive, masked)
+
+@pytest.mark.parametrize("left_out", [[], [0], [0, 2], [1, 3], [0, 2, 4, 5]])
+def test_term_counts_count_the_terms_of_the_rows_given(left_out):
+    from propdex.resident.analyzer import analyze
+    from propdex.resident.text import TextPostings
+
+    postings = TextPostings(TEXTS)
+    counts = postings.term_counts(np.array(left_out, dtype=np.int64))
+    expected = {term: sum(term in set(analyze(TEXTS[row] or "")) for row in left_out)
+                for text in TEXTS for term in analyze(text or "")}
+    assert expected == {term: int(counts[postings._vocabulary[term]]) for term in expected}
+
+
+@pytest.mark.parametrize("left_out", [[], [0], [2, 4], [0, 1, 2, 3, 4, 5]])
+def test_a_terms_frequency_less_the_rows_left_out(left_out):
+    from propdex.resident.analyzer import analyze
+    from propdex.resident.text import TextPostings
+
+    postings = TextPostings(TEXTS)
+    less = postings.term_counts(np.array(left_out, dtype=np.int64)) if left_out else None
+    for term in ["cat", "mat", "dog", "bark", "unknown"]:
+        expected = sum(term in analyze(text or "") for row, text in enumerate(TEXTS)
+                       if row not in left_out)
+        assert expected == postings.frequency(term, less)

@@ -39,7 +39,13 @@ class TextPostings:
         keys, counts = np.unique(ids * span + rows, return_counts=True)
         self._rows = (keys % span).astype(np.int32)
         self._frequencies = counts.astype(np.float32)
-        self._bounds = np.searchsorted(keys // span, np.arange(len(self._vocabulary) + 1))
+        terms = keys // span
+        self._bounds = np.searchsorted(terms, np.arange(len(self._vocabulary) + 1))
+        # Each row's terms (the postings again, by row): a view counts the terms of a
+        # segment's masked rows from these, not from every posting list of a query.
+        by_row = np.argsort(self._rows, kind="stable")
+        self._terms_of_rows = terms[by_row].astype(np.int32)
+        self._row_bounds = np.searchsorted(self._rows[by_row], np.arange(self.rows + 1))
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies) of ``term``; empty arrays when no row holds it."""
@@ -48,6 +54,24 @@ class TextPostings:
             return _NO_ROWS, _NO_FREQUENCIES
         span = slice(self._bounds[term_id], self._bounds[term_id + 1])
         return self._rows[span], self._frequencies[span]
+
+    def frequency(self, term: str, less: np.ndarray | None = None) -> int:
+        """Rows holding ``term``, less ``less[term id]`` (a ``term_counts`` of rows left out)."""
+        term_id = self._vocabulary.get(term)
+        if term_id is None:
+            return 0
+        rows = int(self._bounds[term_id + 1] - self._bounds[term_id])
+        return rows if less is None else rows - int(less[term_id])
+
+    def term_counts(self, rows: np.ndarray) -> np.ndarray:
+        """Per term id, how many of ``rows`` (distinct row positions) hold the term."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, ends = self._row_bounds[rows], self._row_bounds[rows + 1]
+        lengths = ends - starts
+        offsets = np.cumsum(lengths) - lengths
+        # The postings of every row, slice after slice, without a Python loop.
+        at = np.arange(int(lengths.sum())) + np.repeat(starts - offsets, lengths)
+        return np.bincount(self._terms_of_rows[at], minlength=len(self._vocabulary))
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int32)

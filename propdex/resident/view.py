@@ -13,7 +13,6 @@ every live run, rejected propositions included, as LanceDB counts every row of i
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -66,6 +65,27 @@ class TableState:
         return tuple(segment.text.term_counts(masked) if len(masked) else None
                      for segment, masked in zip(self.segments, self.masked, strict=True))
 
+    @functools.cached_property
+    def starts(self) -> np.ndarray:
+        """Per segment, the position of its first row among every segment's rows."""
+        return np.cumsum([0, *(segment.rows for segment in self.segments)])[:-1]
+
+    @functools.cached_property
+    def passed(self) -> np.ndarray:
+        """Every segment's Segment.passed, one after the other (at ``starts``)."""
+        return _joined([segment.passed for segment in self.segments], bool)
+
+    @functools.cached_property
+    def parents(self) -> np.ndarray:
+        """Every segment's Segment.parents, one after the other, each with its segment
+        number in the high 32 bits: one number per parent chunk of the table."""
+        return _joined([(number << 32) | segment.parents
+                        for number, segment in enumerate(self.segments)], np.int64)
+
+    def at(self, numbers: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Positions in ``passed`` and ``parents`` of (segment number, row) hits."""
+        return rows if len(self.segments) == 1 else self.starts[numbers] + rows
+
     @property
     def live_rows(self) -> int:
         return int(sum(int(mask.sum()) for mask in self.alive))
@@ -105,8 +125,8 @@ class ResidentView:
             (name, number): bm25_length_norm(segment.text.lengths,
                                              self._text_statistics[name][1] or 1.0)
             for name, state in tables.items() for number, segment in enumerate(state.segments)}
-        for state in tables.values():
-            state.masked_terms  # noqa: B018 (a cached property, computed now)
+        for state in tables.values():  # cached properties, computed now
+            state.masked_terms, state.passed, state.parents  # noqa: B018
         self._frequencies: dict[tuple[str, str], int] = {}  # (table, term) -> live rows
 
     @property
@@ -147,13 +167,15 @@ class ResidentView:
                 else self._text_best(table, query, limit, doc_ids))
         scores, numbers, rows = best
         exhausted = len(rows) < limit
+        # Read from the view's arrays of every segment's rows: gathered segment by segment,
+        # beside commits (two or three segments), these took a twentieth of a search.
+        at = state.at(numbers, rows)
         if table != CHUNKS:  # chunks have no grades
-            passed = _gathered(state, numbers, rows, operator.attrgetter("passed"))
-            scores, numbers, rows = scores[passed], numbers[passed], rows[passed]
+            passed = state.passed[at]
+            scores, numbers, rows, at = scores[passed], numbers[passed], rows[passed], at[passed]
         # A chunk's rows are one document's, and a document's live rows one segment's: the
         # segment number and the segment's code of the chunk name the group.
-        codes = (numbers << 32) | _gathered(state, numbers, rows,
-                                            operator.attrgetter("parents"))
+        codes = state.parents[at]
         return RankedGroups(state, columns, scores, numbers, rows, codes, groups), exhausted
 
     def _vector_best(self, table: str, vector: np.ndarray, limit: int,
@@ -307,6 +329,12 @@ def _gathered(state: TableState, numbers: np.ndarray, rows: np.ndarray,
             gathered = np.empty(len(rows), dtype=values.dtype)
         gathered[at] = values
     return gathered if gathered is not None else array(state.segments[0])[rows]
+
+
+def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
 
 
 def _key(name: str) -> Callable[[Segment], np.ndarray]:

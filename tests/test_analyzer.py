@@ -171,3 +171,12 @@ def test_bm25_of_rows_added_after_the_index(tmp_path):
     for query in QUERIES:
         expected = _bm25(query, old_rows | new_rows, indexed + added)
         _assert_scores_equal(expected, _search(table, query))
+
+
+def test_a_word_is_stemmed_once_then_remembered():
+    from propdex.resident.analyzer import analyze_word
+
+    analyze_word.cache_clear()
+    terms = analyze("owls hunted owls")
+    info = analyze_word.cache_info()
+    assert (["owl", "hunt", "owl"], 2, 1) == (terms, info.misses, info.hits)

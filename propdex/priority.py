@@ -1,6 +1,5 @@
 """An ingest at a lower CPU priority, so that a `propdex serve` on the same machine keeps the
-CPU its searches need (`propdex ingest --nice N`, PROPDEX_INGEST_NICE); and a service's
-background threads below the thread answering its requests (lower_background_threads).
+CPU its searches need (`propdex ingest --nice N`, PROPDEX_INGEST_NICE).
 
 Why: an ingest is CPU-bound (embedding, Prefect's API) and takes every core it is given. On
 two cores, at the same priority as the service, it left the service half a core: 32 clients
@@ -26,17 +25,6 @@ from pathlib import Path
 
 AUTOGROUP = Path("/proc/self/autogroup")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# The niceness of a service's background work: refreshing and merging its resident index,
-# and LanceDB's threads, which read the commits for the refresh. At the requests' own
-# priority, beside an ingest's commits they took the CPU from the thread answering requests
-# 270 times a second: 32 clients at 100k propositions, 40 s, run-queue delay of that thread
-# 3.64 s, 172 requests/s, p95 262 ms; with these threads at 10, 2.23 s, 201 requests/s, p95
-# 252 ms (bench/RESULTS.md).
-BACKGROUND_NICE = 10
-# LanceDB's threads: its Rust runtime's workers (by their names as the kernel knows them)
-# and the Python event loop its synchronous API runs coroutines on (by its thread name).
-_LANCEDB_WORKERS = "lancedb-tokio"
-_LANCEDB_LOOP = "LanceDBBackgroundEventLoop"
 
 
 def run_at_lower_priority(nice: int) -> int | None:
@@ -73,36 +61,6 @@ def lower_priority(nice: int) -> str:
         except OSError:  # no autogroup scheduling in this kernel: the niceness is enough
             done += ", its own session"
     return done
-
-
-def lower_thread_priority(nice: int, native_id: int | None = None) -> bool:
-    """Set one thread's niceness (the calling thread's by default) to ``nice`` unless it is
-    already higher. Linux keeps a niceness per thread, and threads a thread starts inherit
-    it. Returns whether it was set (False elsewhere, or for a thread that has ended)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    thread = threading.get_native_id() if native_id is None else native_id
-    try:
-        os.setpriority(os.PRIO_PROCESS, thread,
-                       max(os.getpriority(os.PRIO_PROCESS, thread), nice))
-    except OSError:
-        return False
-    return True
-
-
-def lower_background_threads(nice: int = BACKGROUND_NICE) -> list[int]:
-    """Lower the calling thread (a service's background worker) and LanceDB's threads to
-    ``nice``; returns the native ids lowered. LanceDB's threads start with the first table
-    a process opens, from whichever thread opened it, at that thread's niceness."""
-    threads = [threading.get_native_id()]
-    threads += [t.native_id for t in threading.enumerate()
-                if t.name == _LANCEDB_LOOP and t.native_id is not None]
-    with contextlib.suppress(OSError):  # no /proc: the calling thread alone
-        for task in Path("/proc/self/task").iterdir():
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                if (task / "comm").read_text().startswith(_LANCEDB_WORKERS):
-                    threads.append(int(task.name))
-    return [thread for thread in threads if lower_thread_priority(nice, thread)]
 
 
 def _wait_forwarding_signals(child: int) -> int:

@@ -1,5 +1,4 @@
-"""`propdex ingest --nice N`: the ingest goes on at a lower CPU priority in a session of its own;
-a service's background threads run below the thread answering its requests.
+"""`propdex ingest --nice N`: the ingest goes on at a lower CPU priority in a session of its own.
 
 Each test runs in a subprocess: the code under test forks and renices its own process."""
 
@@ -10,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -91,63 +89,3 @@ def test_propdex_ingest_nice_indexes_at_that_priority(tmp_path):
         done.returncode, [d["status"] for d in summary["documents"]],
         "lower CPU priority (nice 4, its own session" in done.stderr), (
         done.stderr[-2000:], time.monotonic() - started)
-
-
-# A service's background threads: the resident index's refresher and merges, and LanceDB's
-# threads, run below the thread answering requests. In a subprocess: the niceness of
-# LanceDB's threads would otherwise stay lowered for the rest of the test session.
-BACKGROUND = """
-import json, os, sys, threading, time
-from pathlib import Path
-from propdex.resident import ResidentIndex
-from propdex.store import Index
-from tests.store_rows import DIM, make_version
-index = Index.open(sys.argv[1], dim=DIM)
-index.replace_document(*make_version("doc1", "r1", ["owls hunt at night"]).rows)
-resident = ResidentIndex(index, refresh_seconds=0.05)
-resident.view()  # the first load, in this thread; then the refresher starts
-deadline = time.monotonic() + 30
-while resident._refresher is None and time.monotonic() < deadline:
-    time.sleep(0.01)
-time.sleep(0.5)
-def nice(thread):
-    return os.getpriority(os.PRIO_PROCESS, thread)
-workers = [int(t.name) for t in Path("/proc/self/task").iterdir()
-           if (t / "comm").read_text().startswith("lancedb-tokio")]
-loop = [t.native_id for t in threading.enumerate() if t.name == "LanceDBBackgroundEventLoop"]
-print(json.dumps({"serving": nice(threading.get_native_id()),
-                  "refresher": nice(resident._refresher.native_id),
-                  "lancedb": sorted({nice(t) for t in workers + loop}),
-                  "lancedb_threads": len(workers + loop)}))
-resident.close()
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread: Linux")
-def test_a_resident_index_refreshes_below_the_thread_that_searches(tmp_path):
-    done = subprocess.run([sys.executable, "-c", BACKGROUND, str(tmp_path / "db")],
-                          env=ENV, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert 0 == done.returncode, done.stderr
-    niceness = json.loads(done.stdout.splitlines()[-1])
-    assert ({"serving": 0, "refresher": 10, "lancedb": [10]}, True) == (
-        {k: niceness[k] for k in ("serving", "refresher", "lancedb")},
-        niceness["lancedb_threads"] >= 2)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="niceness per thread: Linux")
-@pytest.mark.parametrize(("before", "asked", "after"), [(0, 10, 10), (15, 10, 15)])
-def test_a_thread_is_lowered_alone_and_never_raised(before, asked, after):
-    from propdex.priority import lower_thread_priority
-
-    seen = {}
-
-    def worker() -> None:
-        os.setpriority(os.PRIO_PROCESS, 0, before)  # this thread only
-        seen["done"] = lower_thread_priority(asked)
-        seen["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
-
-    caller = os.getpriority(os.PRIO_PROCESS, 0)
-    thread = threading.Thread(target=worker)
-    thread.start()
-    thread.join()
-    assert ({"done": True, "nice": after}, caller) == (seen, os.getpriority(os.PRIO_PROCESS, 0))

@@ -38,7 +38,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from propdex.priority import BACKGROUND_NICE, lower_background_threads, lower_thread_priority
 from propdex.resident.merging import merge_plan, merged_segment, swapped
 from propdex.resident.segment import Segment, vector_matrix
 from propdex.resident.view import ResidentView, TableState
@@ -124,7 +123,6 @@ class ResidentIndex:
     def _refresh_forever(self) -> None:
         """Poll the documents version; refresh when it moved, at most once per
         ``refresh_seconds`` (commits that land meanwhile are brought in together)."""
-        lower_background_threads()  # and so the merging threads it starts
         last = time.monotonic()
         while not self._closed.wait(min(POLL_SECONDS, self.refresh_seconds)):
             try:
@@ -153,7 +151,6 @@ class ResidentIndex:
             self._merger = merger
 
     def _merge_all(self) -> None:
-        lower_thread_priority(BACKGROUND_NICE)  # started by a serving thread the first time
         try:
             while self._merge_once():
                 pass

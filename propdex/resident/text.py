@@ -13,6 +13,7 @@ import itertools
 import numpy as np
 
 from propdex.resident.analyzer import analyze_word, split_words
+from propdex.resident.ranges import slice_positions
 
 
 class TextPostings:
@@ -66,11 +67,7 @@ class TextPostings:
     def term_counts(self, rows: np.ndarray) -> np.ndarray:
         """Per term id, how many of ``rows`` (distinct row positions) hold the term."""
         rows = np.asarray(rows, dtype=np.int64)
-        starts, ends = self._row_bounds[rows], self._row_bounds[rows + 1]
-        lengths = ends - starts
-        offsets = np.cumsum(lengths) - lengths
-        # The postings of every row, slice after slice, without a Python loop.
-        at = np.arange(int(lengths.sum())) + np.repeat(starts - offsets, lengths)
+        at, _ = slice_positions(self._row_bounds[rows], self._row_bounds[rows + 1])
         return np.bincount(self._terms_of_rows[at], minlength=len(self._vocabulary))
 
 

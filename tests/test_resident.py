@@ -486,3 +486,43 @@ def test_a_terms_frequency_less_the_rows_left_out(left_out):
         expected = sum(term in analyze(text or "") for row, text in enumerate(TEXTS)
                        if row not in left_out)
         assert expected == postings.frequency(term, less)
+
+
+def _all_postings(postings) -> dict[str, tuple[list[int], list[float]]]:
+    """term -> (rows, frequencies) for every term holding a row."""
+    found = {}
+    for term in postings._vocabulary:
+        rows, frequencies = postings.postings(term)
+        if len(rows):
+            found[term] = (rows.tolist(), frequencies.tolist())
+    return found
+
+
+@pytest.mark.parametrize("keeps", [
+    ([True] * 3, [True] * 3),
+    ([True, False, True], [True] * 3),
+    ([False] * 3, [True, False, True]),
+    ([True, True, False], [False, True, True]),
+    ([False] * 3, [False] * 3),
+])
+def test_merged_postings_equal_the_postings_of_the_kept_texts(keeps):
+    from propdex.resident.text import TextPostings
+
+    parts = [(TEXTS[:3], np.array(keeps[0])), (TEXTS[3:], np.array(keeps[1]))]
+    kept = [text for texts, keep in parts for text, k in zip(texts, keep, strict=True) if k]
+    expected = TextPostings(kept)
+    actual = TextPostings.merged([(TextPostings(texts), keep) for texts, keep in parts])
+    assert (_all_postings(expected), expected.lengths.tolist(), expected.rows) == (
+        _all_postings(actual), actual.lengths.tolist(), actual.rows)
+
+
+def test_merged_postings_count_the_terms_of_rows_as_analyzed_ones_do():
+    from propdex.resident.text import TextPostings
+
+    whole = [(TextPostings(TEXTS[:3]), np.ones(3, bool)),
+             (TextPostings(TEXTS[3:]), np.ones(3, bool))]
+    expected, actual = TextPostings(TEXTS), TextPostings.merged(whole)
+    left_out = np.array([0, 2, 5], dtype=np.int64)
+    less_expected, less_actual = expected.term_counts(left_out), actual.term_counts(left_out)
+    assert ({term: expected.frequency(term, less_expected) for term in expected._vocabulary}
+            == {term: actual.frequency(term, less_actual) for term in expected._vocabulary})

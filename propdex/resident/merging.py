@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from propdex.resident.segment import Segment
+from propdex.resident.text import TextPostings
 from propdex.resident.view import TableState
 
 MAX_SEGMENTS = 12  # beyond this, the smallest adjacent pair is merged whatever the rule
@@ -56,7 +57,9 @@ def merged_segment(state: TableState, start: int, end: int, *, key: str,
     if not rows.num_rows:
         return None
     vectors = np.concatenate([segment.vectors.in_row_order()[mask] for segment, mask in parts])
-    return Segment(rows, vectors, key=key, exact=exact)
+    # The postings of the parts' live rows, merged rather than analyzed again.
+    text = TextPostings.merged([(segment.text, mask) for segment, mask in parts])
+    return Segment(rows, vectors, key=key, exact=exact, text=text)
 
 
 def swapped(current: TableState, start: int, end: int, merged: Segment | None,

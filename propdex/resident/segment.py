@@ -23,20 +23,22 @@ from propdex.store.schema import FTS_COLUMN
 class Segment:
     """Rows (an Arrow table without the vectors), their VectorMatrix and TextPostings."""
 
-    def __init__(self, rows: pa.Table, vectors: np.ndarray, *, key: str, exact: bool = False):
+    def __init__(self, rows: pa.Table, vectors: np.ndarray, *, key: str, exact: bool = False,
+                 text: TextPostings | None = None):
+        """``text``: the postings of the rows' texts when they are known already (a merge's,
+        TextPostings.merged); analyzed from the rows when None."""
         # One chunk per column: taking rows from LanceDB's ~100 batches costs 1.4 ms per
         # 100 rows, from one 0.08 ms (100k propositions), and a search takes rows six times.
         self.table = rows.combine_chunks()
-        texts = self.table.column(FTS_COLUMN).to_pylist()
-        if len(vectors) < IVF_THRESHOLD:
+        if text is not None or len(vectors) < IVF_THRESHOLD:
             self.vectors = VectorMatrix(vectors, exact=exact)
-            self.text = TextPostings(texts)
+            self.text = text if text is not None else TextPostings(self._texts())
         else:
             # The inverted file's k-means is BLAS (outside the GIL) and the postings are
             # Python: built side by side they overlap on two cores.
             with ThreadPoolExecutor(1, thread_name_prefix="propdex-ivf") as pool:
                 building = pool.submit(VectorMatrix, vectors, exact=exact)
-                self.text = TextPostings(texts)
+                self.text = TextPostings(self._texts())
                 self.vectors = building.result()
         self.rows = self.table.num_rows
         self.columns = Columns(self.table)  # what a search's results read of their rows
@@ -68,6 +70,9 @@ class Segment:
         if key == "chunk_id":
             for position, value in enumerate(self.table.column(key).to_pylist()):
                 self._positions.setdefault(value, []).append(position)
+
+    def _texts(self) -> list[str | None]:
+        return self.table.column(FTS_COLUMN).to_pylist()
 
     def positions_of(self, chunk_id: str) -> list[int]:
         """Row positions holding ``chunk_id`` (a segment of chunks)."""

@@ -16,7 +16,8 @@ an uncommitted run. Segments are merged afterwards by a background thread
   millisecond) and, after a commit, refreshes before it returns (callers that saw the new
   version wait for it): a search that starts after a commit sees it.
 - above 0 (what the service uses): a background thread polls the version every
-  POLL_SECONDS and refreshes at most once per ``refresh_seconds``; ``view()`` returns the
+  POLL_SECONDS (a stat of the table's folder, LanceDB only when it moved or now and then:
+  propdex.store.version_watch) and refreshes at most once per ``refresh_seconds``; ``view()`` returns the
   latest view and never waits. A refresh costs 35 ms at 100k propositions whatever it
   brings in, more as writers leave fragments (130 ms after a minute of a writer committing
   as fast as it can), so refreshing at each commit took a third of a core and more from the
@@ -45,7 +46,8 @@ from propdex.search import CHUNK_COLUMNS, PROP_COLUMNS
 from propdex.store import predicates as p
 from propdex.store.index import Index
 from propdex.store.live import LiveDocuments
-from propdex.store.schema import CHUNKS, PRIMARY_KEYS, PROPOSITIONS, VECTOR
+from propdex.store.schema import CHUNKS, DOCUMENTS, PRIMARY_KEYS, PROPOSITIONS, VECTOR
+from propdex.store.version_watch import VersionWatch
 
 COLUMNS = {PROPOSITIONS: [*PROP_COLUMNS, VECTOR], CHUNKS: [*CHUNK_COLUMNS, VECTOR]}
 _MAX_IN_LIST = 1_000  # documents per doc_id IN (...) read; more read the table and filter
@@ -124,9 +126,15 @@ class ResidentIndex:
         """Poll the documents version; refresh when it moved, at most once per
         ``refresh_seconds`` (commits that land meanwhile are brought in together)."""
         last = time.monotonic()
+        # A stat of the documents table's folder says when asking LanceDB can be skipped.
+        watch = VersionWatch(self.index.versions_folder(DOCUMENTS))
         while not self._closed.wait(min(POLL_SECONDS, self.refresh_seconds)):
             try:
-                if self.index.live_documents().version == self._view.version:
+                if not watch.needs_asking():
+                    continue
+                version = self.index.live_documents().version
+                watch.asked()
+                if version == self._view.version:
                     continue
                 if self._closed.wait(max(0.0, last + self.refresh_seconds - time.monotonic())):
                     return

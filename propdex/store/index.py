@@ -410,6 +410,11 @@ class Index:
 
         return LanceRankings(self)
 
+    def versions_folder(self, name: str) -> Path | None:
+        """The folder where LanceDB writes table ``name``'s version manifests, for an index
+        in a local folder (None in an object store); see propdex.store.version_watch."""
+        return Path(self.uri) / f"{name}.lance" / "_versions" if _is_local(self.uri) else None
+
     def live_documents(self) -> LiveDocuments:
         """The documents with a searchable version (run_id, title, source), as of the
         documents table's latest version; re-read only when that version changed."""

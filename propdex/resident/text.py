@@ -45,7 +45,8 @@ class TextPostings:
         """The postings of the rows ``keep`` (a boolean mask) of each part, the parts' rows
         one after the other: equal to those of the kept rows' texts, without analyzing them
         again. Why: the small segments beside commits are merged about once a second, and
-        re-tokenizing their texts was most of each merge's CPU (1,100 rows: 18-20 ms)."""
+        analyzing their texts again was most of each merge's CPU (a merge of 1,100 rows:
+        25-31 ms, with merged postings 8.5-9.7 ms)."""
         vocabulary: dict[str, int] = {}
         span = max(sum(int(np.count_nonzero(keep)) for _, keep in parts), 1)
         keys, frequencies, lengths = [], [], []

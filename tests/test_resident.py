@@ -182,20 +182,37 @@ def test_a_removed_document_leaves_the_resident_index(fresh):
     assert ("doc002" in docs, len(docs)) == (False, 4)
 
 
+def append_while_another_commits(index: Index):
+    """The rows of doc001's run r9 appended but not committed (an ingest in progress) while
+    another document commits; returns the replacement, to commit."""
+    unfinished = index.prepare_replacement(
+        *make_version("doc001", "r9", ["Walruses bask on ice floes."]).rows)
+    index._append_rows(unfinished)
+    index.replace_document(*make_version("other", "r1", ["Penguins waddle."]).rows)
+    return unfinished
+
+
 def test_uncommitted_rows_are_never_returned(fresh):
     resident = ResidentIndex(fresh)
     resident.view()
-    # The rows of a new run appended but not committed (an ingest in progress).
-    unfinished = fresh.prepare_replacement(
-        *make_version("doc001", "r9", ["Walruses bask on ice floes."]).rows)
-    fresh._append_rows(unfinished)
-    fresh.replace_document(*make_version("other", "r1", ["Penguins waddle."]).rows)
+    append_while_another_commits(fresh)
     runs = {(h.doc_id, h.chunk_id) for h in search(resident, "walruses penguins", axis(0),
                                                    level="both", mode="hybrid", k=50)}
     assert (("other", "other:c0") in runs, ("doc001", "doc001:c0") in runs,
             "walruses" in " ".join(h.text.lower() for h in search(
                 resident, "walruses", None, level="chunks", mode="fts", k=50))) == (
         True, True, False)
+
+
+def test_a_run_committed_after_a_refresh_saw_its_rows_is_searchable(fresh):
+    # Its rows sit in fragments an earlier refresh read (propdex.resident.fragments).
+    resident = ResidentIndex(fresh)
+    resident.view()
+    unfinished = append_while_another_commits(fresh)
+    resident.view()  # the refresh that brings "other" in
+    fresh._commit_document(unfinished)
+    hits = search(resident, "walruses", None, level="chunks", mode="fts", k=5)
+    assert [("doc001", "Walruses bask on ice floes.")] == [(h.doc_id, h.text) for h in hits]
 
 
 class CommitsDuringARead(Index):

@@ -36,22 +36,22 @@ import sys
 import threading
 import time
 
+from functools import partial
+
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from propdex.resident.fragments import NewRuns, TableDataset, documents_rows, of_runs
 from propdex.resident.merging import merge_plan, merged_segment, swapped
 from propdex.resident.segment import Segment, vector_matrix
 from propdex.resident.view import ResidentView, TableState
 from propdex.search import CHUNK_COLUMNS, PROP_COLUMNS
-from propdex.store import predicates as p
 from propdex.store.index import Index
-from propdex.store.live import LiveDocuments
+from propdex.store.live import LiveDocuments, LiveDocumentsCache
 from propdex.store.schema import CHUNKS, DOCUMENTS, PRIMARY_KEYS, PROPOSITIONS, VECTOR
 from propdex.store.version_watch import VersionWatch
 
 COLUMNS = {PROPOSITIONS: [*PROP_COLUMNS, VECTOR], CHUNKS: [*CHUNK_COLUMNS, VECTOR]}
-_MAX_IN_LIST = 1_000  # documents per doc_id IN (...) read; more read the table and filter
 POLL_SECONDS = 0.1  # how often the background refresher asks for the documents version
 
 logger = logging.getLogger("propdex")
@@ -68,6 +68,11 @@ class ResidentIndex:
         self.exact = exact
         self.refresh_seconds = refresh_seconds
         self._view = ResidentView(LiveDocuments(None), {name: TableState() for name in COLUMNS})
+        # Refreshes read through pylance (propdex.resident.fragments): the documents table
+        # at each new version, and only the fragments of the other tables not read before.
+        self._live = LiveDocumentsCache(lambda: index.table(DOCUMENTS),
+                                        partial(documents_rows, TableDataset(index, DOCUMENTS)))
+        self._new_runs = {name: NewRuns(index, name) for name in COLUMNS}
         self._refresh = threading.Lock()
         self._merger: threading.Thread | None = None
         self._refresher: threading.Thread | None = None
@@ -88,10 +93,15 @@ class ResidentIndex:
         current = self._view
         if current.version is not None and self.refresh_seconds:
             return current
-        if self.index.live_documents().version == current.version:
+        if self._live.get().version == current.version:
             return current
         self._refresh_now()
         return self._view
+
+    def whole_table_reads(self) -> dict[str, int]:
+        """Per table, the runs refreshes read from the whole table, not found whole in the
+        fragments appended since the last refresh (propdex.resident.fragments)."""
+        return {name: reads.whole_table_reads for name, reads in self._new_runs.items()}
 
     def close(self) -> None:
         """Stop the background refresher (the merging thread ends with its merge)."""
@@ -104,14 +114,15 @@ class ResidentIndex:
         with self._refresh:
             current = self._view
             while True:  # until no commit lands between a snapshot and its row versions
-                snapshot = self.index.live_documents()
+                snapshot = self._live.get()
                 if snapshot.version == current.version:
                     return
                 versions = self.index.row_versions(snapshot)
                 if versions is not None:
                     break
             started = time.perf_counter()
-            self._view = _updated(self.index, current, snapshot, versions, self.exact)
+            self._view = _updated(self.index, self._new_runs, current, snapshot, versions,
+                                  self.exact)
             self.last_refresh_seconds = time.perf_counter() - started
             self.last_refresh_at = time.time()
             self.refreshes += 1
@@ -133,7 +144,7 @@ class ResidentIndex:
             try:
                 if not watch.needs_asking():
                     continue
-                version = self.index.live_documents().version
+                version = self._live.get().version
                 watch.asked()
                 if version == self._view.version:
                     continue
@@ -189,8 +200,9 @@ class ResidentIndex:
         return True
 
 
-def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments,
-             versions: dict[str, int | None], exact: bool) -> ResidentView:
+def _updated(index: Index, new_runs: dict[str, NewRuns], view: ResidentView,
+             snapshot: LiveDocuments, versions: dict[str, int | None],
+             exact: bool) -> ResidentView:
     """``view`` brought to ``snapshot``: rows of runs no longer live masked, the new live
     runs read (at ``versions``, Index.row_versions) as one segment per table (merged later,
     in the background)."""
@@ -206,9 +218,16 @@ def _updated(index: Index, view: ResidentView, snapshot: LiveDocuments,
                 if rows is not None:
                     mask[rows] = False
         segments = list(state.segments)
-        if new:
-            rows, vectors = _live_rows(index, name, new, versions[name],
-                                       everything=len(before) == 0)
+        version = versions[name]
+        if new and version is not None:
+            if before:
+                rows = new_runs[name].read(new, snapshot.documents, version, COLUMNS[name])
+                # A copy: the segment normalizes its vectors in place, and these are Arrow's.
+                vectors = vector_matrix(rows.column(VECTOR)).copy()
+                rows = rows.drop_columns([VECTOR])
+            else:
+                rows, vectors = _all_live_rows(index, name, new, version)
+                new_runs[name].saw(version)
             if rows.num_rows:
                 segments.append(Segment(rows, vectors, key=PRIMARY_KEYS[name], exact=exact))
                 alive.append(np.ones(rows.num_rows, dtype=bool))
@@ -223,35 +242,24 @@ def _gone(before: LiveDocuments, after: LiveDocuments) -> list[str]:
             if after.runs.get(doc_id) != run_id]
 
 
-def _live_rows(index: Index, name: str, runs: dict[str, str], version: int | None,
-               everything: bool) -> tuple[pa.Table, np.ndarray]:
-    """The rows of ``runs`` (doc_id -> committed run_id) in table ``name`` as of ``version``
-    (None: the table does not exist, so neither do the rows): their columns
-    but the vectors, and the vectors as one float32 matrix. Read batch by batch; a first
-    load copies each batch's vectors straight into a matrix sized by the row count, so the
-    vectors are held once (at 1M propositions, 1.5 GB), not as Arrow data and a copy."""
-    where = None if everything or len(runs) > _MAX_IN_LIST else p.in_list("doc_id", list(runs))
-    wanted = pa.array([f"{doc_id}\x00{run_id}" for doc_id, run_id in runs.items()])
+def _all_live_rows(index: Index, name: str, runs: dict[str, str],
+                   version: int) -> tuple[pa.Table, np.ndarray]:
+    """A first load: the rows of ``runs`` (doc_id -> committed run_id, every live document)
+    in table ``name`` as of ``version``, their columns but the vectors, and the vectors as
+    one float32 matrix. Read batch by batch, each batch's vectors copied straight into a
+    matrix sized by the row count, so the vectors are held once (at 1M propositions, 1.5 GB),
+    not as Arrow data and a copy."""
     columns = [c for c in COLUMNS[name] if c != VECTOR]
-    # Counting costs a scan under a filter: only a whole-table read is sized beforehand.
-    if version is None:
-        return _no_rows(columns)
-    matrix = _Matrix(index.count(name) if where is None else 0)
+    matrix = _Matrix(index.count(name))
     parts = []
-    for batch in index.read_batches(name, COLUMNS[name], where, version=version):
-        pairs = pc.binary_join_element_wise(batch.column("doc_id"), batch.column("run_id"),
-                                            "\x00")
-        batch = batch.filter(pc.is_in(pairs, value_set=wanted))
+    for batch in index.read_batches(name, COLUMNS[name], version=version):
+        batch = of_runs(batch, runs)
         if batch.num_rows:
             matrix.append(vector_matrix(batch.column(VECTOR)))
             parts.append(batch.select(columns))
     if not parts:
-        return _no_rows(columns)
+        return pa.table({c: pa.nulls(0) for c in columns}), np.zeros((0, 0), np.float32)
     return pa.Table.from_batches(parts), matrix.rows()
-
-
-def _no_rows(columns: list[str]) -> tuple[pa.Table, np.ndarray]:
-    return pa.table({c: pa.nulls(0) for c in columns}), np.zeros((0, 0), np.float32)
 
 
 class _Matrix:

@@ -161,7 +161,7 @@ class Index:
         local = _is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)
         self._live = LiveDocumentsCache(lambda: self.table(DOCUMENTS),
-                                        lambda: self.read(DOCUMENTS, LIVE_COLUMNS))
+                                        lambda _version: self.read(DOCUMENTS, LIVE_COLUMNS))
 
     @classmethod
     def open(cls, uri: str, dim: int | None = None, *, create: bool = True,

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-LIVE_COLUMNS = ["doc_id", "run_id", "title", "source"]
+# The counts: a resident index checks the rows it reads of a run against them
+# (propdex.resident.fragments).
+LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "chunk_count", "proposition_count"]
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,9 @@ class LiveDocuments:
 class LiveDocumentsCache:
     """The latest LiveDocuments of one documents table, re-read when its version changes."""
 
-    def __init__(self, table: Callable[[], Any], read: Callable[[], list[dict]]):
+    def __init__(self, table: Callable[[], Any], read: Callable[[int], list[dict]]):
         self._table = table  # the opened documents table, or None while there is none
-        self._read = read  # every documents row with LIVE_COLUMNS
+        self._read = read  # every documents row with LIVE_COLUMNS as of a version or later
         self._lock = threading.Lock()
         self._current = LiveDocuments(None)
 
@@ -51,7 +53,7 @@ class LiveDocumentsCache:
             latest = self._current.version
             if latest is not None and latest >= version:
                 return self._current  # another thread read this version or a newer one
-            rows = self._read()
+            rows = self._read(version)
             documents = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
             fresh = LiveDocuments(version, documents,
                                   {doc_id: r["run_id"] for doc_id, r in documents.items()})

@@ -35,6 +35,7 @@ from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
 
 if TYPE_CHECKING:
     from propdex.resident import ResidentIndex
+    from propdex.store.dataset_rankings import DatasetRankings
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
 
@@ -53,10 +54,18 @@ PROPOSITION_FIELDS = ["prop_id", "ordinal", "text", "accuracy", "clarity", "comp
 class IndexReader:
     """Read access to one index: search, documents, chunks and health."""
 
-    def __init__(self, settings: Settings | None = None, *, resident: bool = False):
+    def __init__(self, settings: Settings | None = None, *, resident: bool = False,
+                 one_shot: bool = False):
         self.settings = settings or Settings()
         self.index = Index.open(self.settings.db_uri, create=False,
                                 storage_options=self.settings.storage_options)
+        # A one-shot reader (`propdex search`) reads through pylance and never imports
+        # LanceDB: most of the command's start-up (propdex.store.datasets).
+        self._one_shot: DatasetRankings | None = None
+        if one_shot:
+            from propdex.store.dataset_rankings import DatasetRankings
+
+            self._one_shot = DatasetRankings(self.index.uri, self.settings.storage_options)
         # Long-running readers search the live rows held in memory (propdex.resident): the
         # same results, without four LanceDB queries per search.
         self.resident: ResidentIndex | None = None
@@ -107,8 +116,8 @@ class IndexReader:
             # Embedded lazily: the full-text rankings start while the query is being embedded.
             vector = None if mode == "fts" else functools.partial(
                 self._given_or_embedded, query, query_vector)
-            return search(self.index, query, vector, level=level, mode=mode, k=k,
-                          doc_ids=doc_ids, source_glob=source)
+            return search(self._one_shot or self.index, query, vector, level=level, mode=mode,
+                          k=k, doc_ids=doc_ids, source_glob=source)
         # Resident: the view (refreshed, if a commit landed, without holding up others) and
         # the query vector (ONNX Runtime, outside the GIL) first, then the search itself,
         # one at a time: it is Python and short NumPy calls, and 32 at once on threads

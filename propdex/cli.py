@@ -219,7 +219,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             vector = embed_query_in_child(settings, args.query)
         from propdex.api import IndexReader
 
-        results = [r.to_dict() for r in IndexReader(settings).search(
+        results = [r.to_dict() for r in IndexReader(settings, one_shot=True).search(
             args.query, query_vector=vector, **options)]
         if vector is not None:
             vector()  # the child is waited for even when the search needed no vector

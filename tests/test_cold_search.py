@@ -1,4 +1,4 @@
-"""What a one-shot search imports: not LanceDB's REST client, not Prefect, not torch."""
+"""What a one-shot search imports: not LanceDB (nor its REST client), not Prefect, not torch."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ print(hits, loaded, rest.ApiClient.__name__)
     assert "1 False ApiClient" == done.stdout.strip()
 
 
-def test_a_one_shot_search_imports_neither_prefect_nor_torch(tmp_path):
+def test_a_one_shot_search_imports_neither_lancedb_nor_prefect_nor_torch(tmp_path):
     from propdex.runtime import embedder_for
     from propdex.settings import Settings
     from propdex.store import Index
@@ -48,7 +48,7 @@ def test_a_one_shot_search_imports_neither_prefect_nor_torch(tmp_path):
 import json, sys
 from propdex.cli import main
 main(["search", "Which animal makes honey?", "--db", {str(tmp_path / "db")!r}, "--json"])
-heavy = {{"prefect", "torch", "sentence_transformers", "transformers"}}
+heavy = {{"lancedb", "prefect", "torch", "sentence_transformers", "transformers"}}
 print(sorted(heavy & {{m.split(".")[0] for m in sys.modules}}), file=sys.stderr)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,

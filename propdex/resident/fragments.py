@@ -1,4 +1,4 @@
-"""The reads a refresh makes, through pylance (the Lance format's own library, under LanceDB).
+"""The reads a refresh makes, through pylance (propdex.store.datasets).
 
 Why: each refresh of a resident index beside an ingest reads the documents table and one or
 two documents' chunk and proposition rows. Through a LanceDB query each read costs at least
@@ -23,7 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from propdex.errors import StorageError
 from propdex.store import predicates as p
+from propdex.store.datasets import open_dataset, read_rows
 from propdex.store.index import Index
 from propdex.store.live import LIVE_COLUMNS
 from propdex.store.schema import CHUNKS, PROPOSITIONS
@@ -44,27 +46,18 @@ class TableDataset:
     def at(self, version: int) -> Any:
         """The dataset as of ``version`` (opened once, then checked out: a manifest read)."""
         if self._dataset is None:
-            table = self.index.table(self.name)
-            if table is None:
-                raise ValueError(f"the index at {self.index.uri} has no {self.name} table")
-            self._dataset = table.to_lance()  # LanceDB's path and storage options
+            self._dataset = open_dataset(self.index.uri, self.name, version=version,
+                                         storage_options=self.index.storage_options)
+            if self._dataset is None:
+                raise StorageError(f"the index at {self.index.uri} has no {self.name} table")
         if self._dataset.version != version:
             self._dataset = self._dataset.checkout_version(version)
         return self._dataset
 
     def read(self, version: int, columns: Sequence[str], where: str | None = None,
              fragments: Iterable[Any] | None = None) -> pa.Table:
-        """Rows as of ``version`` with ``columns``; a column an older index lacks reads as
-        null, as in Index.read_batches."""
-        dataset = self.at(version)
-        stored = set(dataset.schema.names)
-        table = dataset.scanner(columns=[c for c in columns if c in stored], filter=where,
-                                fragments=None if fragments is None else list(fragments)
-                                ).to_table()
-        for column in columns:
-            if column not in stored:
-                table = table.append_column(column, pa.nulls(table.num_rows))
-        return table.select(list(columns))
+        """Rows as of ``version`` (propdex.store.datasets.read_rows)."""
+        return read_rows(self.at(version), columns, where, fragments=fragments)
 
 
 def documents_rows(dataset: TableDataset, version: int) -> list[dict]:

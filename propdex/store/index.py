@@ -21,11 +21,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, Bitmap, BTree, IvfFlat
-from lancedb.query import MatchQuery
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from propdex.errors import PropdexError, StorageError
@@ -73,7 +70,7 @@ VECTOR_INDEX_NPROBES = 40  # an index of an older propdex (named without its par
 # optimize() only appends new rows to the trained partitions, so they grow with the table;
 # once it holds this many times the rows the index was trained on, the index is re-trained.
 VECTOR_INDEX_RETRAIN_GROWTH = 4
-_VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)_p(\d+)")
+VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)_p(\d+)")
 # Scalar indexes optimize() keeps, for the filters every search runs (measured at 1M
 # propositions and 100k chunks, bench/bench_serve.py): the prefilter ``passed = true`` costs
 # 139 ms per vector search without a bitmap index and nothing with it (24 ms either way
@@ -82,9 +79,9 @@ _VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)_p(\d+)")
 # newly committed run by doc_id, and a replacement deletes the old rows by it; at 100k
 # propositions, after 30 commits, reading one document's rows took 28 ms of CPU from the
 # propositions table and 20 from the chunks table with a scan, 10 and 10 with the B-tree.
-_SCALAR_INDEXES: dict[str, dict[str, Callable[[], Any]]] = {
-    CHUNKS: {"chunk_id": BTree, "doc_id": BTree},
-    PROPOSITIONS: {"passed": Bitmap, "doc_id": BTree},
+_SCALAR_INDEXES: dict[str, dict[str, str]] = {  # column -> lancedb.index class
+    CHUNKS: {"chunk_id": "BTree", "doc_id": "BTree"},
+    PROPOSITIONS: {"passed": "Bitmap", "doc_id": "BTree"},
 }
 
 # Every commit writes its documents row anew (merge_insert: a fragment holding the new row,
@@ -194,6 +191,8 @@ class Index:
                     return None  # reading a database that does not exist: nothing to read
                 if not self.create:
                     raise StorageError(f"no index at {self.uri}")
+            import lancedb  # here: a one-shot search reads through pylance only (cli.py)
+
             with self._storage("open the database"):
                 # interval 0: every read sees the latest committed version, also the ones
                 # written by another process (a running ingest while `status` reads).
@@ -308,6 +307,8 @@ class Index:
         with self._storage(f"list the indexes of {name}"):
             missing = not any(i.index_type == "FTS" for i in table.list_indices())
         if missing:
+            from lancedb.index import FTS
+
             self._write(f"create the full-text index of {name}",
                         lambda: table.create_index(FTS_COLUMN, config=FTS(), replace=True))
         self._fts_checked.add(name)
@@ -383,6 +384,8 @@ class Index:
         table = self.table(name)
         if table is None or not text.strip():
             return []
+        from lancedb.query import MatchQuery
+
         with self._storage(f"full-text search {name}"):
             query = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
             if where:
@@ -638,7 +641,9 @@ class Index:
         folds new rows into it afterwards. Returns whether it was built now."""
         if any(i.columns == [column] for i in table.list_indices()):
             return False
-        config = _SCALAR_INDEXES[name][column]()
+        import lancedb.index
+
+        config = getattr(lancedb.index, _SCALAR_INDEXES[name][column])()
         self._write(f"build the {column} index of {name}",
                     lambda: table.create_index(column, config=config, replace=True))
         return True
@@ -650,12 +655,14 @@ class Index:
         rows = self._count(table, None)
         current = [i for i in table.list_indices() if VECTOR in i.columns and i.index_type != "FTS"]
         if current:
-            trained = _VECTOR_INDEX_NAME.fullmatch(current[0].name)
+            trained = VECTOR_INDEX_NAME.fullmatch(current[0].name)
             # An index of another kind or name (an older propdex) is replaced at once.
             if trained and rows < VECTOR_INDEX_RETRAIN_GROWTH * int(trained.group(1)):
                 return None
         elif rows < threshold:
             return None
+        from lancedb.index import IvfFlat
+
         partitions = vector_index_partitions(rows)
         config = IvfFlat(distance_type="cosine", num_partitions=partitions)
         index_name = f"vector_ivf_flat_{rows}_p{partitions}"
@@ -724,7 +731,7 @@ def _vector_index_probes(table: Any) -> int | None:
     """The probes a search of ``table``'s vector index uses (None: it has none)."""
     for index in table.list_indices():
         if VECTOR in index.columns and index.index_type != "FTS":
-            trained = _VECTOR_INDEX_NAME.fullmatch(index.name)
+            trained = VECTOR_INDEX_NAME.fullmatch(index.name)
             if trained is None:  # an older propdex's index, until optimize() replaces it
                 return VECTOR_INDEX_NPROBES
             return vector_index_probes(int(trained.group(1)), int(trained.group(2)))

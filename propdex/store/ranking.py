@@ -8,7 +8,9 @@ Python values of columns nobody read). A source may return rows of old or unfini
 and rejected propositions: propdex.search keeps only live rows that passed, so every source
 is filtered by the same rule. ``doc_ids`` (None = every document) restricts the rows.
 
-LanceRankings asks LanceDB on every call: what a one-shot `propdex search` does.
+LanceRankings asks LanceDB on every call: what an Index searched directly and `propdex serve
+--engine lancedb` rank with. A one-shot `propdex search` asks the same of Lance through
+pylance without importing LanceDB (propdex.store.dataset_rankings.DatasetRankings).
 propdex.resident.ResidentView answers the same calls from memory for a long-running reader,
 and one more that propdex.search uses where a source has it: ``ranked_groups``, a one-signal
 ranking already grouped by parent chunk as propdex.search groups one, whose rows become
@@ -73,7 +75,7 @@ class LanceRankings:
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
                        columns: Sequence[str], doc_ids: list[str] | None) -> list[dict]:
         rows = self.index.vector_search(table, vector, limit=limit, columns=columns,
-                                        where=_where(table, doc_ids))
+                                        where=where_for_scope(table, doc_ids))
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
@@ -81,7 +83,7 @@ class LanceRankings:
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
                      doc_ids: list[str] | None) -> list[dict]:
         rows = self.index.text_search(table, query, limit=limit, columns=columns,
-                                      where=_where(table, doc_ids))
+                                      where=where_for_scope(table, doc_ids))
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows
@@ -94,7 +96,7 @@ class LanceRankings:
         the cost of the keys alone, where a second query would cost milliseconds."""
 
 
-def _where(table: str, doc_ids: list[str] | None) -> str | None:
+def where_for_scope(table: str, doc_ids: list[str] | None) -> str | None:
     """The prefilter for a document scope. Without one, rejected propositions are dropped as
     rows come back rather than by a prefilter, which masks every row of the table first: at
     1M propositions that cost a vector search 17 ms of CPU of its 40 (bench/bench_serve.py).

@@ -18,11 +18,12 @@ an uncommitted run. Segments are merged afterwards by a background thread
 - above 0 (what the service uses): a background thread polls the version every
   POLL_SECONDS (a stat of the table's folder, LanceDB only when it moved or now and then:
   propdex.store.version_watch) and refreshes at most once per ``refresh_seconds``;
-  ``view()`` returns the latest view and never waits. A refresh costs 35 ms at 100k
-  propositions whatever it brings in, more as writers leave fragments (130 ms after a minute
-  of a writer committing as fast as it can), so refreshing at each commit took a third of a
-  core and more from the searches (32 clients beside a writer: 71 requests/s, 113-123
-  coalesced; bench/RESULTS.md).
+  ``view()`` returns the latest view and never waits. A refresh after one commit costs
+  about 30 ms of CPU at 100k propositions (reading through pylance, propdex.resident.fragments;
+  74-102 ms through LanceDB, growing as writers left fragments), most of it making the new
+  view, so refreshing at each commit of a writer committing as fast as it can would take a
+  large share of a core from the searches (32 clients beside a writer, when a refresh cost
+  35-130 ms: 71 requests/s, 113-123 coalesced; bench/RESULTS.md).
   So a commit is searchable within POLL_SECONDS when commits are rare and within
   ``refresh_seconds`` under a stream of them -- Lucene's and Elasticsearch's near-real-time
   refresh, for the same reason.

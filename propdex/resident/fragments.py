@@ -43,6 +43,16 @@ class TableDataset:
         self.name = name
         self._dataset: Any = None
 
+    def latest_version(self) -> int | None:
+        """The table's latest version (None: no table yet): a look at its newest manifest,
+        0.02 ms of CPU against 0.34 through LanceDB's table.version."""
+        if self._dataset is None:
+            self._dataset = open_dataset(self.index.uri, self.name,
+                                         storage_options=self.index.storage_options)
+            if self._dataset is None:
+                return None
+        return self._dataset.latest_version
+
     def at(self, version: int) -> Any:
         """The dataset as of ``version`` (opened once, then checked out: a manifest read)."""
         if self._dataset is None:

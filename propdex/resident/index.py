@@ -71,8 +71,9 @@ class ResidentIndex:
         self._view = ResidentView(LiveDocuments(None), {name: TableState() for name in COLUMNS})
         # Refreshes read through pylance (propdex.resident.fragments): the documents table
         # at each new version, and only the fragments of the other tables not read before.
-        self._live = LiveDocumentsCache(lambda: index.table(DOCUMENTS),
-                                        partial(documents_rows, TableDataset(index, DOCUMENTS)))
+        self._documents = TableDataset(index, DOCUMENTS)
+        self._live = LiveDocumentsCache(self._documents.latest_version,
+                                        partial(documents_rows, self._documents))
         self._new_runs = {name: NewRuns(index, name) for name in COLUMNS}
         self._refresh = threading.Lock()
         self._merger: threading.Thread | None = None
@@ -118,7 +119,7 @@ class ResidentIndex:
                 snapshot = self._live.get()
                 if snapshot.version == current.version:
                     return
-                versions = self.index.row_versions(snapshot)
+                versions = self._row_versions(snapshot)
                 if versions is not None:
                     break
             started = time.perf_counter()
@@ -134,6 +135,13 @@ class ResidentIndex:
                 self._refresher = threading.Thread(target=self._refresh_forever, daemon=True,
                                                    name="propdex-resident-refresh")
                 self._refresher.start()
+
+    def _row_versions(self, snapshot: LiveDocuments) -> dict[str, int | None] | None:
+        """Index.row_versions through pylance: the versions of the chunks and propositions
+        tables that hold every live row of ``snapshot``, or None when a commit landed after
+        it (that method says why)."""
+        versions = {name: reads.dataset.latest_version() for name, reads in self._new_runs.items()}
+        return versions if self._documents.latest_version() == snapshot.version else None
 
     def _refresh_forever(self) -> None:
         """Poll the documents version; refresh when it moved, at most once per

@@ -157,7 +157,7 @@ class Index:
         self._guard = threading.RLock()
         local = _is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)
-        self._live = LiveDocumentsCache(lambda: self.table(DOCUMENTS),
+        self._live = LiveDocumentsCache(lambda: self.version(DOCUMENTS),
                                         lambda _version: self.read(DOCUMENTS, LIVE_COLUMNS))
 
     @classmethod
@@ -434,13 +434,14 @@ class Index:
         commit and are deleted only after a later one; versions read while no commit landed
         since the snapshot therefore hold them all, and reading at those versions
         (``read_batches(version=...)``) gets them whatever is deleted meanwhile."""
-        versions = {}
-        for name in (CHUNKS, PROPOSITIONS):
-            table = self.table(name)
-            versions[name] = table.version if table is not None else None
-        documents = self.table(DOCUMENTS)
-        latest = documents.version if documents is not None else None
-        return versions if latest == snapshot.version else None
+        versions = {name: self.version(name) for name in (CHUNKS, PROPOSITIONS)}
+        return versions if self.version(DOCUMENTS) == snapshot.version else None
+
+    def version(self, name: str) -> int | None:
+        """Table ``name``'s latest version (None: no table). With read_consistency_interval
+        0, LanceDB looks up the latest commit's."""
+        table = self.table(name)
+        return table.version if table is not None else None
 
     def live_runs(self) -> dict[str, str]:
         """doc_id -> committed run_id for every document that has a searchable version."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 # The counts: a resident index checks the rows it reads of a run against them
 # (propdex.resident.fragments).
@@ -35,17 +34,16 @@ class LiveDocuments:
 class LiveDocumentsCache:
     """The latest LiveDocuments of one documents table, re-read when its version changes."""
 
-    def __init__(self, table: Callable[[], Any], read: Callable[[int], list[dict]]):
-        self._table = table  # the opened documents table, or None while there is none
+    def __init__(self, version: Callable[[], int | None], read: Callable[[int], list[dict]]):
+        self._version = version  # the documents table's latest version; None: no table
         self._read = read  # every documents row with LIVE_COLUMNS as of a version or later
         self._lock = threading.Lock()
         self._current = LiveDocuments(None)
 
     def get(self) -> LiveDocuments:
-        table = self._table()
-        if table is None:
+        version = self._version()
+        if version is None:
             return LiveDocuments(None)
-        version = table.version  # with read_consistency_interval 0: the latest commit's
         current = self._current
         if current.version == version:
             return current

@@ -46,22 +46,22 @@ class TableDataset:
     def latest_version(self) -> int | None:
         """The table's latest version (None: no table yet): a look at its newest manifest,
         0.02 ms of CPU against 0.34 through LanceDB's table.version."""
-        if self._dataset is None:
-            self._dataset = open_dataset(self.index.uri, self.name,
-                                         storage_options=self.index.storage_options)
-            if self._dataset is None:
-                return None
-        return self._dataset.latest_version
+        dataset = self._opened()
+        return None if dataset is None else dataset.latest_version
 
     def at(self, version: int) -> Any:
         """The dataset as of ``version`` (opened once, then checked out: a manifest read)."""
-        if self._dataset is None:
-            self._dataset = open_dataset(self.index.uri, self.name, version=version,
-                                         storage_options=self.index.storage_options)
-            if self._dataset is None:
-                raise StorageError(f"the index at {self.index.uri} has no {self.name} table")
+        if self._opened() is None:
+            raise StorageError(f"the index at {self.index.uri} has no {self.name} table")
         if self._dataset.version != version:
             self._dataset = self._dataset.checkout_version(version)
+        return self._dataset
+
+    def _opened(self) -> Any:
+        """The dataset, opened (at its latest version) on first use; None: no table yet."""
+        if self._dataset is None:
+            self._dataset = open_dataset(self.index.uri, self.name,
+                                         storage_options=self.index.storage_options)
         return self._dataset
 
     def read(self, version: int, columns: Sequence[str], where: str | None = None,
@@ -112,7 +112,7 @@ class NewRuns:
             where = p.in_list("doc_id", short) if len(short) <= MAX_IN_LIST else None
             whole = of_runs(self.dataset.read(version, columns, where), short)
             rows = whole if rows is None else pa.concat_tables([rows, whole])
-        self._seen = {f.fragment_id for f in fragments}
+        self._seen = {f.fragment_id for f in fragments}  # once the reads went through
         return rows if rows is not None else no_rows(dataset.schema, columns)
 
 

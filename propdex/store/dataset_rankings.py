@@ -51,10 +51,8 @@ class DatasetRankings:
             if documents is None:
                 self._live = LiveDocuments(None)
             else:
-                rows = read_rows(documents, LIVE_COLUMNS).to_pylist()
-                live = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
-                self._live = LiveDocuments(documents.version, live,
-                                           {doc_id: r["run_id"] for doc_id, r in live.items()})
+                self._live = LiveDocuments.of_rows(
+                    documents.version, read_rows(documents, LIVE_COLUMNS).to_pylist())
         return self._live
 
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,

@@ -23,7 +23,14 @@ import pyarrow as pa
 
 from propdex.errors import StorageError
 
-_RUST_LOCATION = re.compile(r",\s*/\S+\.rs:\d+:\d+")
+# Lance appends the Rust source line that raised (", /root/.cargo/.../writer.rs:258:9"):
+# noise in a message for users.
+_RUST_LOCATION = re.compile(r",\s*\S+\.rs:\d+:\d+")
+
+
+def lance_reason(exc: BaseException) -> str:
+    """A Lance or LanceDB error's message without the Rust source line that raised it."""
+    return _RUST_LOCATION.sub("", str(exc))
 
 
 def dataset_uri(index_uri: str, name: str) -> str:
@@ -47,7 +54,7 @@ def open_dataset(index_uri: str, name: str, *, version: int | None = None,
         if "://" in uri and "not found" in str(exc).lower():
             return None  # an object store without the table
         raise StorageError(f"cannot open table {name} in the index at {index_uri}: "
-                           f"{_RUST_LOCATION.sub('', str(exc))}") from exc
+                           f"{lance_reason(exc)}") from exc
 
 
 def read_rows(dataset: Any, columns: Sequence[str], where: str | None = None, *,

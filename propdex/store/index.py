@@ -28,6 +28,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 from propdex.errors import PropdexError, StorageError
 from propdex.store import predicates as p
 from propdex.store.consistency import find_problems
+from propdex.store.datasets import lance_reason
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
 from propdex.store.locks import WriterLocks
 from propdex.store.schema import (
@@ -103,9 +104,6 @@ ATTEMPT_COLUMNS = ("content_sha256", "pipeline_version")  # changed only when gi
 _FAILURE_STATUSES = ("failed", "skipped")
 
 _DELETE_BATCH = 500  # values per IN list when deleting many documents
-# Lance appends the Rust source line that raised (", /root/.cargo/.../writer.rs:258:9"):
-# noise in a message for users.
-_RUST_LOCATION = re.compile(r",\s*\S+\.rs:\d+:\d+")
 T = TypeVar("T")
 
 if TYPE_CHECKING:
@@ -179,7 +177,7 @@ class Index:
         except PropdexError:
             raise
         except Exception as exc:  # lance raises RuntimeError, OSError, ValueError, ...
-            reason = _RUST_LOCATION.sub("", str(exc))
+            reason = lance_reason(exc)
             raise StorageError(f"cannot {action} in the index at {self.uri}: {reason}") from exc
 
     def _connect(self, *, for_write: bool) -> Any:

@@ -30,6 +30,12 @@ class LiveDocuments:
     documents: dict[str, dict] = field(default_factory=dict)  # doc_id -> LIVE_COLUMNS
     runs: dict[str, str] = field(default_factory=dict)  # doc_id -> committed run_id
 
+    @classmethod
+    def of_rows(cls, version: int, rows: list[dict]) -> LiveDocuments:
+        """The live documents among documents ``rows`` (LIVE_COLUMNS) read at ``version``."""
+        documents = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
+        return cls(version, documents, {doc_id: r["run_id"] for doc_id, r in documents.items()})
+
 
 class LiveDocumentsCache:
     """The latest LiveDocuments of one documents table, re-read when its version changes."""
@@ -51,9 +57,6 @@ class LiveDocumentsCache:
             latest = self._current.version
             if latest is not None and latest >= version:
                 return self._current  # another thread read this version or a newer one
-            rows = self._read(version)
-            documents = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
-            fresh = LiveDocuments(version, documents,
-                                  {doc_id: r["run_id"] for doc_id, r in documents.items()})
+            fresh = LiveDocuments.of_rows(version, self._read(version))
             self._current = fresh
             return fresh

@@ -94,14 +94,23 @@ class TextPostings:
         by_row = np.argsort(self._rows, kind="stable")
         self._terms_of_rows = terms[by_row].astype(np.int32)
         self._row_bounds = np.searchsorted(self._rows[by_row], np.arange(self.rows + 1))
+        # term -> its postings, made the first time a query asks for the term: every search
+        # looks up each query term in each segment, and slicing the arrays again each time
+        # (NumPy scalars for bounds, two views) cost 3-4 microseconds per lookup, a tenth of
+        # a BM25 ranking beside commits (45 lookups, three segments).
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies) of ``term``; empty arrays when no row holds it."""
-        term_id = self._vocabulary.get(term)
-        if term_id is None:
-            return _NO_ROWS, _NO_FREQUENCIES
-        span = slice(self._bounds[term_id], self._bounds[term_id + 1])
-        return self._rows[span], self._frequencies[span]
+        postings = self._postings.get(term)
+        if postings is None:
+            term_id = self._vocabulary.get(term)
+            if term_id is None:
+                return _NO_ROWS, _NO_FREQUENCIES
+            span = slice(int(self._bounds[term_id]), int(self._bounds[term_id + 1]))
+            # Threads may both make it: the same views, and a dict store is atomic.
+            postings = self._postings[term] = self._rows[span], self._frequencies[span]
+        return postings
 
     def frequency(self, term: str, less: np.ndarray | None = None) -> int:
         """Rows holding ``term``, less ``less[term id]`` (a ``term_counts`` of rows left out)."""

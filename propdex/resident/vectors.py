@@ -157,8 +157,11 @@ class VectorMatrix:
             starts, ends = self._bounds[nearest], self._bounds[nearest + 1]
             positions, offsets = slice_positions(starts, ends)  # of every probed row
             scores = np.empty(len(positions), dtype=np.float32)
+            # np.dot with a positional out: the same BLAS call as np.matmul, about 1.3 us
+            # less per list (30 lists of 100 rows: 110 instead of 149 us, hot in cache).
+            dot, matrix = np.dot, self._first
             for start, end, offset in zip(starts.tolist(), ends.tolist(), offsets.tolist()):
-                np.matmul(self._first[start:end], first, out=scores[offset:offset + end - start])
+                dot(matrix[start:end], first, scores[offset:offset + end - start])
         rows = positions if self._order is None else self._order[positions]
         if self._rotation is None:
             return _top(rows, scores, limit, keep)

@@ -198,7 +198,7 @@ class ResidentView:
     def _text_best(self, table: str, query: str, limit: int, doc_ids: list[str] | None,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         state = self.tables[table]
-        query_terms = analyze(query)
+        query_terms = _query_terms(query)
         terms = list(dict.fromkeys(query_terms))
         if not terms or not state.segments:
             return _best([], limit)
@@ -273,6 +273,12 @@ class ResidentView:
         for row, values in zip(deferred, _column_rows(self.tables[table], hits, wanted),
                                strict=True):
             row.update(values)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _query_terms(query: str) -> tuple[str, ...]:
+    """analyze(query), once per query for both tables' rankings (and repeated queries)."""
+    return tuple(analyze(query))
 
 
 def _best(hits: list[tuple[int, np.ndarray, np.ndarray]], limit: int,

@@ -36,7 +36,6 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
 import os
@@ -64,7 +63,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from serve_indexes import (  # noqa: E402  (bench/ is not a package)
-    CHUNKS_PER_DOC, DIM, RUN_ID, Sentences, add_corpus_argument, build, load_sentences,
+    CHUNKS_PER_DOC, DIM, Sentences, add_corpus_argument, build, load_sentences,
     use_corpus,
 )
 
@@ -182,25 +181,66 @@ CONFIGS = {"default": {}, "propositions, vector": {"level": "propositions", "mod
 
 class Connection:
     """One keep-alive HTTP/1.1 connection to the service, POSTing JSON: the benchmark's
-    client. The standard library's http.client rather than httpx, because the clients share
-    the service's two cores: under 32 clients httpx spent about 5 ms of CPU per request on
-    the client side (bench/RESULTS.md), which the service's searches then waited for."""
+    client, a socket and the few lines of HTTP/1.1 the service's answers need (a status line,
+    headers, a Content-Length body). Why not a client library: the 32 clients share the
+    service's two cores, and what they spend is taken from the searches. httpx spent about
+    5 ms of CPU per request under 32 clients (bench/RESULTS.md); the standard library's
+    http.client 0.59 ms on one thread and 1.0 ms under 32 (its header parsing, through the
+    email package), a sixth of the service's own CPU per request."""
 
     def __init__(self, url: str, timeout: float = 60):
         host, _, port = url.removeprefix("http://").partition(":")
-        self._connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        self._address = (host, int(port))
+        self._host = f"{host}:{port}".encode()
+        self._timeout = timeout
+        self._socket: socket.socket | None = None
+        self._buffer = b""
 
     def post(self, path: str, body: dict) -> Any:
-        self._connection.request("POST", path, body=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-        response = self._connection.getresponse()
-        data = response.read()
-        if response.status != 200:
-            raise RuntimeError(f"POST {path}: HTTP {response.status}: {data[:200]!r}")
+        payload = json.dumps(body).encode()
+        if self._socket is None:
+            self._socket = socket.create_connection(self._address, timeout=self._timeout)
+            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._buffer = b""
+        self._socket.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json"
+                             b"\r\nContent-Length: %d\r\n\r\n%s"
+                             % (path.encode(), self._host, len(payload), payload))
+        status_line, _, headers = self._read_head().partition(b"\r\n")
+        status = int(status_line.split(b" ", 2)[1])
+        fields = {name.strip().lower(): value.strip() for name, _, value in
+                  (line.partition(b":") for line in headers.split(b"\r\n"))}
+        if b"content-length" not in fields:  # the service never chunks a JSON answer
+            raise RuntimeError(f"POST {path}: HTTP {status} without a Content-Length")
+        data = self._read(int(fields[b"content-length"]))
+        if fields.get(b"connection", b"").lower() == b"close":
+            self.close()
+        if status != 200:
+            raise RuntimeError(f"POST {path}: HTTP {status}: {data[:200]!r}")
         return json.loads(data)
 
+    def _read_head(self) -> bytes:
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            self._receive()
+        head, self._buffer = self._buffer[:end], self._buffer[end + 4:]
+        return head
+
+    def _read(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            self._receive()
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+    def _receive(self) -> None:
+        assert self._socket is not None
+        chunk = self._socket.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("the service closed the connection")
+        self._buffer += chunk
+
     def close(self) -> None:
-        self._connection.close()
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
 
 def warm_http(url: str, queries: list[str], options: dict) -> list[float]:

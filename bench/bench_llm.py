@@ -279,10 +279,11 @@ def main() -> None:
         print("|---:|---|---:|---:|---:|---:|")
         for concurrency in args.concurrency:
             stages = {
-                "per chunk: propositions then grading": lambda b: run_stage(
-                    lambda c: propdex_chunk(b, c, title), chunks, concurrency
+                "per chunk: propositions then grading": lambda b, n=concurrency: run_stage(
+                    lambda c: propdex_chunk(b, c, title), chunks, n
                 ),
-                "grading as its own task": lambda b: run_pipelined(b, chunks, title, concurrency),
+                "grading as its own task": lambda b, n=concurrency: run_pipelined(
+                    b, chunks, title, n),
             }
             for name, stage in stages.items():
                 backend = OpenAIBackend(settings_for(server.url, concurrency))

@@ -63,7 +63,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from serve_indexes import (  # noqa: E402  (bench/ is not a package)
-    CHUNKS_PER_DOC, DIM, Sentences, add_corpus_argument, build, load_sentences,
+    CHUNKS_PER_DOC,
+    DIM,
+    Sentences,
+    add_corpus_argument,
+    build,
+    load_sentences,
     use_corpus,
 )
 
@@ -304,9 +309,8 @@ def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int, interval: fl
     version of another document made of the query vectors themselves. Runs in a process of
     its own (its Python work would otherwise hold up the clients' threads and count in their
     latencies); puts (round, when its replacement began) on ``commits`` once it is committed."""
-    from propdex.store import Index
-
     from propdex.priority import lower_priority
+    from propdex.store import Index
 
     os.setsid()  # its own session, like the ingest's (see service())
     lower_priority(nice)  # a second writer of the index: at the ingest's priority

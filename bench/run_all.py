@@ -17,7 +17,7 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -93,7 +93,7 @@ def header(quick: bool) -> str:
         "Every figure is measured side by side in one run: medians, and ratios between the",
         "sides measured together. Re-run on your machine before comparing absolute numbers.",
         "",
-        f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M UTC}",
         f"- commit: {_commit()}",
         f"- machine: {platform.system()} {platform.release()} {platform.machine()}, "
         f"{os.cpu_count()} CPUs ({_cpu_model()}), {_memory_gib()} memory, "

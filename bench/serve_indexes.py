@@ -34,8 +34,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import bench_search  # noqa: E402  (bench/ is not a package)
 from bench_search import (  # noqa: E402
-    DIM, HELD_OUT_QUERIES, SEED, clustered, corpus_sentences, normalise,
-    real_embeddings, synthetic_centres,
+    DIM,
+    HELD_OUT_QUERIES,
+    SEED,
+    clustered,
+    corpus_sentences,
+    normalise,
+    real_embeddings,
+    synthetic_centres,
 )
 
 CACHE = Path(tempfile.gettempdir()) / "propdex-bench" / "serve"
@@ -165,7 +171,7 @@ def build(n_props: int, data: Sentences, *, force: bool = False) -> Path:
         chunk_ids = [f"{doc_ids[i]}:c{chunk[i] % CHUNKS_PER_DOC}" for i in range(count)]
         sources = [f"/bench/corpus/{d}.pdf" for d in doc_ids]
         props.add(_rows(schema_for(PROPOSITIONS, DIM), {
-            "prop_id": [f"{c}:p{o % PROPS_PER_CHUNK}" for c, o in zip(chunk_ids, ordinal)],
+            "prop_id": [f"{c}:p{o % PROPS_PER_CHUNK}" for c, o in zip(chunk_ids, ordinal, strict=True)],
             "chunk_id": chunk_ids, "doc_id": doc_ids,
             "ordinal": (ordinal % PROPS_PER_CHUNK).astype(np.int32), "text": texts[centre].tolist(),
             "accuracy": [9] * count, "clarity": [9] * count, "completeness": [9] * count,

@@ -5,16 +5,20 @@ from __future__ import annotations
 import time
 
 from prefect import flow
-from prefect.states import Failed
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
+from prefect.states import Failed
 
 from flows.parameters import IngestOptions
 from flows.runners import task_runner_for
 from propdex import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
-    DocumentTimeoutError, ExtractionError, LLMConfigurationError, NoTextLayerError, StorageError,
+    DocumentTimeoutError,
+    ExtractionError,
+    LLMConfigurationError,
+    NoTextLayerError,
+    StorageError,
     error_kind,
 )
 from propdex.ids import doc_id_for
@@ -22,8 +26,14 @@ from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.settings import Settings
 from tasks.documents import embed, extract, propose, split, write_context
 from tasks.index import (
-    commit_document, deployment_allowed_roots, optimize, plan_run, prune, publish_report,
-    record_failures, sweep,
+    commit_document,
+    deployment_allowed_roots,
+    optimize,
+    plan_run,
+    prune,
+    publish_report,
+    record_failures,
+    sweep,
 )
 
 

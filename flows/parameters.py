@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field, field_validator
 
 from propdex.settings import Settings
 
-
 # The choice that leaves a setting to its PROPDEX_* variable, then to propdex's default. A
 # real value rather than null: the Prefect UI renders a plain enum as a drop-down, while an
 # optional one (anyOf enum/null) hides it behind a type switch.

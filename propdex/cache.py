@@ -57,7 +57,7 @@ class ResultCache:
     # Embeddings ----------------------------------------------------------------
     @staticmethod
     def embedding_key(model: str, text: str) -> str:
-        return hashlib.sha256(f"{model}\x00{text}".encode("utf-8")).hexdigest()
+        return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
 
     def get_embeddings(self, model: str, texts: list[str]) -> dict[int, np.ndarray]:
         """Cached vectors by position in ``texts``."""

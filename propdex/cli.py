@@ -19,7 +19,8 @@ import os
 import sys
 import threading
 import time
-from typing import NoReturn, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 from propdex.errors import PropdexError, StorageError
 
@@ -197,7 +198,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     results = None
     if settings.server_url and not args.db:  # --db names an index: open that one
         from propdex.service.client import (
-            ServiceRequestError, ServiceUnavailableError, search_via_service,
+            ServiceRequestError,
+            ServiceUnavailableError,
+            search_via_service,
         )
 
         token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -278,11 +281,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from flows.parameters import EvaluateOptions
+    from propdex.errors import LLMConfigurationError
     from propdex.evaluation import load_questions
     from propdex.evaluation.errors import EvaluationError
     from propdex.evaluation.report import render_markdown
     from propdex.evaluation.run import prepare
-    from propdex.errors import LLMConfigurationError
 
     options = EvaluateOptions(ks=args.k, budgets=args.words, top_k=args.top,
                               answer_quality=args.answers, llm_model=args.llm_model)

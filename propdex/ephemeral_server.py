@@ -22,7 +22,9 @@ HOME_UNUSABLE = 5
 
 def serve(port: int) -> int:
     from prefect.settings import (
-        PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, get_current_settings,
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_ENABLED,
+        get_current_settings,
         temporary_settings,
     )
 

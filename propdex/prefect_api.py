@@ -23,13 +23,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from propdex.ephemeral_server import HOME_UNUSABLE, NOT_NEEDED
 from propdex.errors import PrefectStartError
 from propdex.prefect_template import (
-    at_installed_head, default_sqlite_database, place_migrated_database,
+    at_installed_head,
+    default_sqlite_database,
+    place_migrated_database,
 )
 
 if TYPE_CHECKING:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import PurePath
-from typing import IO, Iterator, Sequence
+from typing import IO
 
 _lock = threading.Lock()
 _display: ProgressDisplay | None = None

@@ -33,7 +33,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from propdex.store.ranking import RankingSource, Rankings
+from propdex.store.ranking import Rankings, RankingSource
 from propdex.store.schema import CHUNKS, PROPOSITIONS
 
 Level = Literal["propositions", "chunks", "both"]

@@ -16,7 +16,13 @@ from prefect.runtime import flow_run
 from propdex.chunking import chunk_and_count
 from propdex.deadlines import deadline_for, document_deadline
 from propdex.extract.isolated import extract_isolated
-from propdex.models import ChunkPropositions, DocumentChunks, DocumentContext, ExtractedDocument, Usage
+from propdex.models import (
+    ChunkPropositions,
+    DocumentChunks,
+    DocumentContext,
+    ExtractedDocument,
+    Usage,
+)
 from propdex.pipeline.context import attach_headers, document_context
 from propdex.pipeline.embedding import embed_with_cache
 from propdex.pipeline.plan import WorkItem

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from prefect import task
+from prefect.artifacts import create_markdown_artifact
 from prefect.client.orchestration import get_client
 from prefect.runtime import deployment
-from prefect.artifacts import create_markdown_artifact
 
 from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary

@@ -11,8 +11,12 @@ import hashlib
 from typing import Any
 
 from propdex.errors import (
-    DatabaseNotAllowedError, DocumentTimeoutError, ExtractionError, LLMConfigurationError,
-    LLMOutputError, StorageError,
+    DatabaseNotAllowedError,
+    DocumentTimeoutError,
+    ExtractionError,
+    LLMConfigurationError,
+    LLMOutputError,
+    StorageError,
 )
 from propdex.settings import Settings
 

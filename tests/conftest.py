@@ -32,7 +32,9 @@ def corpus() -> Path:
     return CORPUS
 
 
-from tests.scripted_fixtures import scripted_server  # noqa: E402,F401  (fixture)
+# Fixtures shared by many modules.
+from tests.scripted_fixtures import llm_env, scripted_server  # noqa: E402,F401
+from tests.service_harness import scripted  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

@@ -168,7 +168,7 @@ def make_two_column_pdf(
     placed = [((MARGIN, top + i * pitch), line) for i, line in enumerate(left)]
     placed_right = [((gutter_x, top + i * pitch), line) for i, line in enumerate(right)]
     if order == "lines":
-        sequence = [p for pair in zip(placed, placed_right) for p in pair]
+        sequence = [p for pair in zip(placed, placed_right, strict=False) for p in pair]
     elif order == "paragraphs":
         sequence = []
         for start in range(0, max(len(placed), len(placed_right)), 3):

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.scripted_server import DEFAULT_MODEL, ScriptedServer
 
 from propdex.settings import Settings
+from tests.scripted_server import DEFAULT_MODEL, ScriptedServer
 
 # A key that must never show up in an exception message, a repr or a log line.
 SENTINEL_KEY = "sk-SENTINEL-do-not-leak-4f1c2a9e7b"
@@ -47,3 +47,11 @@ def scripted_environment(server: ScriptedServer) -> dict[str, str]:
 def scripted_server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as server:
         yield server
+
+
+@pytest.fixture
+def llm_env(scripted_server, monkeypatch):
+    """The LLM and the embedder on the scripted server, through PROPDEX_ variables."""
+    for name, value in scripted_environment(scripted_server).items():
+        monkeypatch.setenv(name, value)
+    return scripted_server

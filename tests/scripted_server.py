@@ -595,7 +595,7 @@ class ScriptedServer:
         choice = {"index": 0, "text": (prompt if echo else "") + generated, "logprobs": logprobs,
                   "finish_reason": "length"}
         tokens = (estimate_tokens(prompt), estimate_tokens(generated))
-        usage = dict(zip(("prompt_tokens", "completion_tokens"), tokens), total_tokens=sum(tokens))
+        usage = dict(zip(("prompt_tokens", "completion_tokens"), tokens, strict=True), total_tokens=sum(tokens))
         return {"id": f"cmpl-scripted-{next(self._ids)}", "object": "text_completion",
                 "created": int(time.time()), "model": body.get("model", DEFAULT_MODEL),
                 "choices": [choice], "usage": usage}

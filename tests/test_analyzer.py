@@ -41,7 +41,7 @@ def _search(table, query: str) -> dict[int, float]:
         .limit(10_000)
         .to_arrow()
     )
-    return dict(zip(result["id"].to_pylist(), result["_score"].to_pylist()))
+    return dict(zip(result["id"].to_pylist(), result["_score"].to_pylist(), strict=True))
 
 
 def _bm25(query: str, rows: dict[int, str | None], stats: list[str | None]) -> dict[int, float]:

@@ -87,7 +87,7 @@ def test_scores_are_summed_in_float32_in_the_query_order(order):
     lists = [postings([0, 1], [shares[i][1]] * 2) for i in order]
     idf = np.array([shares[i][0] for i in order], dtype=np.float32)
     expected = np.zeros(2, dtype=np.float32)
-    for (rows, frequencies), term_idf in zip(lists, idf):
+    for (rows, frequencies), term_idf in zip(lists, idf, strict=True):
         expected[rows] += bm25_saturated(term_idf, frequencies, length_norm[rows])
     actual = top_bm25(2, lists, idf, length_norm, None, 2)
     assert ([0, 1], expected.view(np.int32).tolist()) == as_lists(actual)

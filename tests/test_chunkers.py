@@ -177,7 +177,6 @@ def test_windows_overlap_and_own_disjoint_parts_covering_the_text() -> None:
 
 def test_logprob_cuts_read_the_marker_before_copy_tokens() -> None:
     window = "One sentence. Two sentence."
-    prompt = "Copy: " + window
     offsets = [0, 5, 6, 10, 19, 23]  # "Copy:", " One", " sentence.", ... (copy starts at 6)
     top = [{}, {}, {}, {}, {MARKER: -0.5}, {MARKER: -9.0}]
     assert [14] == logprob_cuts(window, offsets, top, copy_offset=len("Copy: "))

@@ -10,7 +10,6 @@ import pytest
 
 from flows.parameters import IngestOptions
 from tests.scripted_server import prompt_tokens_of
-from tests.test_llm_pipeline import llm_env  # noqa: F401  (fixture: LLM and embedder on the server)
 
 pytestmark = pytest.mark.prefect
 

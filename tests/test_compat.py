@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.scripted_server import ScriptedServer
 
 COMPAT = Path(__file__).resolve().parents[1] / "bench" / "compat.py"

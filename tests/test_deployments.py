@@ -30,8 +30,15 @@ from propdex.ids import normalise_source
 from propdex.watch import source_changed_event, source_changes
 from tests.pdf_factory import make_pdf
 from tests.prefect_server import (
-    REPOSITORY, PostgresUnavailableError, PrefectStack, Process, postgres_server,
-    prefect_command, prefect_server, run_prefect, wait_for,
+    REPOSITORY,
+    PostgresUnavailableError,
+    PrefectStack,
+    Process,
+    postgres_server,
+    prefect_command,
+    prefect_server,
+    run_prefect,
+    wait_for,
 )
 
 POOL = "propdex-pool"
@@ -257,7 +264,10 @@ def _report_counts(markdown: str) -> dict[str, int]:
 
 def _report_of(client, flow_run_id: UUID) -> str:
     from prefect.client.schemas.filters import (
-        ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId,
+        ArtifactFilter,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
     )
 
     artifacts = client.read_artifacts(
@@ -364,7 +374,7 @@ def test_interval_schedule_produces_a_run_the_worker_completes(deployed, tmp_pat
     from prefect.client.schemas.schedules import IntervalSchedule
 
     sources, db = _sources(tmp_path / "sources"), tmp_path / "index"
-    first = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=10)
+    first = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=10)
     with deployed.client() as client:
         [schedule] = client.create_deployment_schedules(
             deployed.id("ingest"),

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ VARIED_TEXTS = [
 
 # A table of numbers: every figure is several word pieces, so it runs far past 256 of them.
 NUMBERS = " ".join(f"{year} {value:,}.{value % 97:02d}" for year, value in
-                   zip(range(1900, 2100), range(104_729, 10**9, 7_919_113)))
+                   zip(range(1900, 2100), range(104_729, 10**9, 7_919_113), strict=False))
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +129,7 @@ def test_token_windows_cover_every_id_within_the_size(length):
 @pytest.mark.parametrize("length", [300, 476, 477, 1000])
 def test_neighbouring_windows_share_at_least_the_overlap(length):
     windows = token_windows(list(range(length)), 254, 32)
-    shared = [len(set(a) & set(b)) for a, b in zip(windows, windows[1:])]
+    shared = [len(set(a) & set(b)) for a, b in pairwise(windows)]
     assert all(n >= 32 for n in shared)
 
 

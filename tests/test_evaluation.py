@@ -82,8 +82,8 @@ def index_notes(db: Path, settings: Settings) -> None:
                            title="Field notes", props=PROPOSITIONS)
     chunk_vectors = embedder.embed([f"{c['header']}\n\n{c['text']}" for c in version.chunks])
     prop_vectors = embedder.embed([p["text"] for p in version.propositions])
-    for row, vector in [*zip(version.chunks, chunk_vectors),
-                        *zip(version.propositions, prop_vectors)]:
+    for row, vector in [*zip(version.chunks, chunk_vectors, strict=True),
+                        *zip(version.propositions, prop_vectors, strict=True)]:
         row.update(vector=vector, embed_model=embedder.name)
     version.document["embed_model"] = embedder.name
     Index.open(str(db), dim=embedder.dim).replace_document(*version.rows)

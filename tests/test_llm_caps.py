@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from tests.scripted_fixtures import scripted_server, scripted_settings  # noqa: F401
-from tests.scripted_server import ScriptedServer
 
 from propdex.errors import LLMAnswerCutOffError
 from propdex.llm.openai_backend import OpenAIBackend
 from propdex.llm.output_caps import (
-    CHARS_PER_TOKEN_FLOOR, SLACK_TOKENS, UnboundedAnswerError, copy_cap, derived_json_cap,
-    longest_json, output_cap,
+    CHARS_PER_TOKEN_FLOOR,
+    SLACK_TOKENS,
+    UnboundedAnswerError,
+    copy_cap,
+    derived_json_cap,
+    longest_json,
+    output_cap,
 )
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
 from propdex.settings import Settings
+from tests.scripted_fixtures import scripted_settings
+from tests.scripted_server import ScriptedServer
 
 CHUNK = "The tower is 330 metres tall. It was built between 1887 and 1889. It is repainted every seven years."
 SENTENCES = ["The tower is 330 metres tall.", "It was built between 1887 and 1889."]

@@ -9,23 +9,22 @@ from pathlib import Path
 
 import lancedb
 import pytest
-from tests.pdf_factory import make_pdf
-from tests.scripted_fixtures import scripted_environment
-from tests.test_llm_pipeline import PAGES, _ingest
-from tests.test_llm_pipeline import llm_env as scripted_llm_env  # noqa: F401  (fixture)
-from tests.scripted_server import ScriptedServer, malformed
 
 from propdex.llm.offline_rules.summaries import make_summary
-from propdex.pipeline.report import render_markdown
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
+from propdex.pipeline.report import render_markdown
+from tests.pdf_factory import make_pdf
+from tests.scripted_fixtures import scripted_environment
+from tests.scripted_server import ScriptedServer, malformed
+from tests.test_llm_pipeline import PAGES, _ingest
 
 pytestmark = pytest.mark.prefect
 
 
 @pytest.fixture
-def llm_env(scripted_llm_env, monkeypatch):
+def llm_env(llm_env, monkeypatch):
     monkeypatch.setenv("PROPDEX_LLM_CONCURRENCY", "1")  # scripted answers reach the first chunk
-    return scripted_llm_env
+    return llm_env
 
 
 def _rows(db: Path, table: str) -> list[dict]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from tests.scripted_fixtures import scripted_settings
-from tests.scripted_server import ScriptedServer, server_error
 
 from propdex.errors import LLMError
 from propdex.llm.client import negotiation_of
 from propdex.llm.openai_backend import OpenAIBackend
 from propdex.llm.structured import negotiated_notes
+from tests.scripted_fixtures import scripted_settings
+from tests.scripted_server import ScriptedServer, server_error
 
 CHUNK = "The tower is 330 metres tall. It was built between 1887 and 1889."
 

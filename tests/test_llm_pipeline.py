@@ -12,7 +12,7 @@ import pytest
 from propdex.cli import main
 from propdex.llm.prompts import load_prompt
 from tests.pdf_factory import make_pdf
-from tests.scripted_fixtures import SENTINEL_KEY, scripted_environment
+from tests.scripted_fixtures import SENTINEL_KEY
 from tests.scripted_server import malformed, prompt_tokens_of, server_error, unauthorized
 
 pytestmark = pytest.mark.prefect
@@ -29,13 +29,6 @@ PAGES = [
     "of paint are used for each repainting.\n\nThe tower receives about seven million visitors "
     "every year.",
 ]
-
-
-@pytest.fixture
-def llm_env(scripted_server, monkeypatch):
-    for name, value in scripted_environment(scripted_server).items():
-        monkeypatch.setenv(name, value)
-    return scripted_server
 
 
 def _ingest(sources: list[Path], db: Path) -> dict:

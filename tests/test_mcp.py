@@ -9,8 +9,10 @@ import anyio
 import pytest
 
 from propdex.store import Index
-from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
-    REPO, embedding_environment, scripted, version,
+from tests.service_harness import (
+    REPO,
+    embedding_environment,
+    version,
 )
 from tests.store_rows import DIM
 

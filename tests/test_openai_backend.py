@@ -7,7 +7,13 @@ import threading
 import time
 
 import pytest
-from tests.scripted_fixtures import SENTINEL_KEY, scripted_server, scripted_settings  # noqa: F401
+
+from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
+from propdex.llm.client import error_usage
+from propdex.llm.openai_backend import TRUNCATED_TEXT, WHOLE_TEXT, OpenAIBackend
+from propdex.llm.schemas import PropositionsAnswer, strict_json_schema
+from propdex.models import Scores
+from tests.scripted_fixtures import SENTINEL_KEY, scripted_settings
 from tests.scripted_server import (
     Action,
     ScriptedServer,
@@ -25,12 +31,6 @@ from tests.scripted_server import (
     truncated,
     unauthorized,
 )
-
-from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
-from propdex.llm.client import error_usage
-from propdex.llm.openai_backend import TRUNCATED_TEXT, WHOLE_TEXT, OpenAIBackend
-from propdex.llm.schemas import PropositionsAnswer, strict_json_schema
-from propdex.models import Scores
 
 TITLE = "Leaning Tower of Pisa"
 SENTENCES = [

@@ -7,7 +7,7 @@ import pytest
 
 from propdex.embed.openai_embed import OpenAIEmbedder
 from propdex.errors import LLMConfigurationError, LLMError
-from tests.scripted_fixtures import SENTINEL_KEY, scripted_server, scripted_settings  # noqa: F401
+from tests.scripted_fixtures import SENTINEL_KEY, scripted_settings
 from tests.scripted_server import ScriptedServer, hashed_vector, server_error, unauthorized
 
 TEXTS = ["Pisa is in Italy.", "The tower leans.", "Its top is displaced.", "Five.", "Six."]

@@ -157,7 +157,7 @@ def test_table_rows_are_not_read_as_columns(tmp_path: Path, settings: Settings) 
     systems = ["calculator software", "ChatGPT, Bard and Llama 2 in their 2023 versions",
                "not yet achieved", "Imagen, Dall-E 2", "AlphaGo", "AlphaFold, AlphaZero and Stockfish"]
     path = make_two_column_pdf(tmp_path / "table.pdf", levels, systems, order="lines")
-    rows = [cell for pair in zip(levels, systems) for cell in pair]
+    rows = [cell for pair in zip(levels, systems, strict=False) for cell in pair]
     assert rows == extract_document(path, settings).text.split("\n")
 
 

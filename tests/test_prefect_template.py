@@ -16,8 +16,12 @@ from prefect.settings import PREFECT_SERVER_DATABASE_MIGRATE_ON_START, Settings
 
 from propdex.prefect_api import prepare_prefect_home, server_setting_updates
 from propdex.prefect_template import (
-    TEMPLATE, at_installed_head, default_sqlite_database, migrated_database,
-    place_migrated_database, template_header,
+    TEMPLATE,
+    at_installed_head,
+    default_sqlite_database,
+    migrated_database,
+    place_migrated_database,
+    template_header,
 )
 from tests.test_cli_ingest import write_notes
 

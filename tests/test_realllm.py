@@ -14,7 +14,6 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import lancedb

@@ -10,8 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from propdex.resident import ResidentIndex
-from propdex.resident import merging
+from propdex.resident import ResidentIndex, merging
 from propdex.resident.merging import MIN_LIVE_SHARE, merge_plan, merged_segment, swapped
 from propdex.resident.segment import Segment
 from propdex.resident.vectors import VectorMatrix

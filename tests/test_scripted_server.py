@@ -12,7 +12,6 @@ import numpy as np
 import openai
 import pytest
 
-from tests.scripted_fixtures import scripted_server  # noqa: F401
 from tests.scripted_server import (
     DEFAULT_MODEL,
     ScriptedServer,

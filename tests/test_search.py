@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from propdex.search import (
-    DEFAULT_LEVEL, DEFAULT_MODE, RRF_K, SearchResult, reciprocal_rank_fusion, search,
+    DEFAULT_LEVEL,
+    DEFAULT_MODE,
+    RRF_K,
+    SearchResult,
+    reciprocal_rank_fusion,
+    search,
 )
 from propdex.store import Index
 from tests.store_rows import DIM, axis, make_version, unit

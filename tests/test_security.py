@@ -18,7 +18,6 @@ from propdex.settings import Settings
 from propdex.sources import discover
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
-from tests.test_llm_pipeline import llm_env  # noqa: F401  (fixture)
 
 TEXT = "Granite is an igneous rock. It forms from slowly cooling magma below the surface.\n"
 

@@ -22,11 +22,16 @@ from propdex.cli import main
 from propdex.service.run import is_loopback, settings_environment
 from propdex.settings import Settings
 from propdex.store import Index
-from tests.service_harness import (  # noqa: F401  (scripted: a fixture)
-    REPO, embedding_environment, free_port, running_service, scripted, scripted_vector, version,
-)
 from tests.prefect_server import start_process, stop_process, wait_for
 from tests.scripted_server import EMBEDDINGS_PATH
+from tests.service_harness import (
+    REPO,
+    embedding_environment,
+    free_port,
+    running_service,
+    scripted_vector,
+    version,
+)
 from tests.store_rows import DIM
 
 ALPHA_SOURCE = "/corpus/reports/alpha report.pdf"

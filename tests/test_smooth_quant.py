@@ -12,7 +12,11 @@ from propdex.embed import smooth_quant
 from propdex.embed.minilm_graph import minilm_graph_and_weights, write_model
 from propdex.embed.onnx_export import ensure_onnx_model, packaged_model_dir
 from propdex.embed.smooth_quant import (
-    SMOOTHED_OPS, activation_max, calibrate, smooth_products, smoothing_scales,
+    SMOOTHED_OPS,
+    activation_max,
+    calibrate,
+    smooth_products,
+    smoothing_scales,
     write_shipped_statistics,
 )
 from tests.onnx_graphs import SAMPLE_TEXTS, graph_vectors

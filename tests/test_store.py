@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -326,7 +326,7 @@ def test_proposition_pages_default_to_their_chunk_pages(index):
 def failure(doc_id: str, run_id: str, status: str = "failed") -> dict:
     return {"doc_id": doc_id, "source": f"/corpus/{doc_id}.txt", "content_sha256": "new-sha",
             "status": status, "error": "encrypted PDF", "pipeline_version": "fp2",
-            "last_run_id": run_id, "last_attempt_at": datetime(2030, 1, 2, tzinfo=timezone.utc)}
+            "last_run_id": run_id, "last_attempt_at": datetime(2030, 1, 2, tzinfo=UTC)}
 
 
 def test_record_failure_keeps_the_previous_version_searchable(index):
@@ -337,7 +337,7 @@ def test_record_failure_keeps_the_previous_version_searchable(index):
     kept = ("run_id", "ingested_at", "chunk_count", "proposition_count", "title", "text")
     assert (
         {k: before[k] for k in kept}, ("failed", "encrypted PDF", "r2"),
-        datetime(2030, 1, 2, tzinfo=timezone.utc), sorted(PARAGRAPHS_V1), [],
+        datetime(2030, 1, 2, tzinfo=UTC), sorted(PARAGRAPHS_V1), [],
     ) == (
         {k: after[k] for k in kept}, (after["status"], after["error"], after["last_run_id"]),
         after["last_attempt_at"], searchable_chunk_texts(index, "d"), index.verify(),

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from propdex.store import Index
-from propdex.store import version_watch
+from propdex.store import Index, version_watch
 from propdex.store.schema import DOCUMENTS
 from propdex.store.version_watch import VersionWatch
 from tests.store_rows import DIM, make_version

@@ -199,7 +199,7 @@ class LLMChunker(Chunker):
 
     def _spans(self, text: str, cuts: list[int]) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []
-        for start, end in zip([0, *cuts], [*cuts, len(text)]):
+        for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
             span = trim_span(text, start, end)
             if span is None:
                 continue

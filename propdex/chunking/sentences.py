@@ -78,7 +78,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         return []
     edges = sorted({first[0], *(s for s in sentence_starts(text) if s > first[0])})
     spans = []
-    for start, end in zip(edges, [*edges[1:], len(text)]):
+    for start, end in zip(edges, [*edges[1:], len(text)], strict=True):
         span = trim_span(text, start, end)
         if span is not None:
             spans.append(span)

@@ -24,7 +24,6 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
-
 Precision = Literal["fp32", "int8"]
 
 # Bump when minilm_graph.py or the steps below change the produced graph: old files are then

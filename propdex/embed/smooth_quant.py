@@ -158,7 +158,7 @@ def calibration_channel_max(model_path: Path, tensors: list[str]) -> dict[str, n
         outputs = session.run(tensors, {"input_ids": ids, "attention_mask": mask,
                                         "token_type_ids": np.zeros_like(ids)})
         real = mask.reshape(-1) == 1  # padding positions are no input the model really sees
-        for name, values in zip(tensors, outputs):
+        for name, values in zip(tensors, outputs, strict=True):
             largest = np.abs(values.reshape(-1, values.shape[-1])[real]).max(axis=0)
             found[name] = np.maximum(found[name], largest) if name in found else largest
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,7 @@ def build_report(*, questions_file: str, db: str, embed_model: str, total_questi
         "questions_file": questions_file,
         "db": db,
         "embed_model": embed_model,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "ks": list(ks),
         "budgets": list(budgets),
         "plot_budgets": measured,

@@ -103,7 +103,7 @@ def embed_questions(corpus: Corpus, settings: Settings) -> dict[str, np.ndarray]
     questions = [t.question for t in corpus.targets.targets]
     vectors, _ = embed_with_cache([q.question for q in questions], embedder_for(settings),
                                   cache_for(settings))
-    return {q.id: vector for q, vector in zip(questions, normalise_rows(vectors))}
+    return {q.id: vector for q, vector in zip(questions, normalise_rows(vectors), strict=True)}
 
 
 def embed_search_queries(corpus: Corpus, settings: Settings) -> dict[str, np.ndarray]:

@@ -64,7 +64,7 @@ def question_targets(questions: list[Question], documents: list[EvalDocument]) -
             doc_spans = [(doc.doc_id, start, end) for evidence in question.evidence
                          for start, end in indexes[doc.doc_id].find(evidence)]
             spans += doc_spans
-            for chunk, text in zip(doc.chunks, normalised[doc.doc_id]):
+            for chunk, text in zip(doc.chunks, normalised[doc.doc_id], strict=True):
                 if (contains_normalised(text, answer)
                         or any(overlaps((s, e), chunk.char_start, chunk.char_end)
                                for _, s, e in doc_spans)

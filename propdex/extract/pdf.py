@@ -185,7 +185,7 @@ def _page_texts(layouts: list[PageLines]) -> tuple[list[str], int]:
     furniture = find_furniture(layouts)
     texts = [
         normalise_pdf_text(page_text(layout.blocks, removed))
-        for layout, removed in zip(layouts, furniture)
+        for layout, removed in zip(layouts, furniture, strict=True)
     ]
     return texts, sum(map(len, furniture))
 

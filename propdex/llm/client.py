@@ -36,8 +36,17 @@ from propdex.errors import LLMAnswerCutOffError, LLMConfigurationError, LLMError
 from propdex.llm.limits import RequestLimiter, limiter_for
 from propdex.llm.output_caps import derived_json_cap, output_cap
 from propdex.llm.structured import (
-    DESCRIBED_MODES, JSON_SCHEMA_BOUNDED, PROMPTED, Negotiation, Refused, default_cap_field, is_refusal,
-    negotiation_for, response_format, schema_description, with_format,
+    DESCRIBED_MODES,
+    JSON_SCHEMA_BOUNDED,
+    PROMPTED,
+    Negotiation,
+    Refused,
+    default_cap_field,
+    is_refusal,
+    negotiation_for,
+    response_format,
+    schema_description,
+    with_format,
 )
 from propdex.models import Usage
 from propdex.settings import Settings

@@ -29,7 +29,7 @@ def embed_with_cache(
         batch_vectors = embedder.embed(batch)
         # Stored batch by batch: a run killed mid-way keeps what it already computed.
         cache.put_embeddings(embedder.cache_name, batch, batch_vectors)
-        computed.update(zip(batch, batch_vectors))
+        computed.update(zip(batch, batch_vectors, strict=True))
     for i in missing:
         vectors[i] = computed[texts[i]]
     return vectors, len(unique)

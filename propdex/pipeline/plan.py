@@ -18,6 +18,7 @@ from propdex.settings import Settings
 from propdex.sources import Discovery, discover, is_under, matches_any
 from propdex.store import Index
 
+
 @dataclass
 class WorkItem:
     source: str

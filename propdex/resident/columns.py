@@ -40,7 +40,7 @@ class Columns:
         """One dict per position with the ``names`` columns, as Table.take().to_pylist()."""
         at = np.asarray(positions, dtype=np.int64)
         values = [self._readers[name].values(at) for name in names]
-        return [dict(zip(names, row)) for row in zip(*values)]
+        return [dict(zip(names, row, strict=False)) for row in zip(*values, strict=False)]
 
 
 class _Strings:
@@ -57,7 +57,7 @@ class _Strings:
     def values(self, at: np.ndarray) -> list[str | None]:
         data = self._data
         texts = [str(data[start:end], "utf-8") for start, end in
-                 zip(self._offsets[at].tolist(), self._offsets[at + 1].tolist())]
+                 zip(self._offsets[at].tolist(), self._offsets[at + 1].tolist(), strict=False)]
         return _with_nulls(texts, self._valid, at)
 
 
@@ -82,4 +82,4 @@ def _validity(array: pa.Array) -> np.ndarray | None:
 def _with_nulls(values: list, valid: np.ndarray | None, at: np.ndarray) -> list:
     if valid is None:
         return values
-    return [value if ok else None for value, ok in zip(values, valid[at].tolist())]
+    return [value if ok else None for value, ok in zip(values, valid[at].tolist(), strict=False)]

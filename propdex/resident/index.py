@@ -36,7 +36,6 @@ import logging
 import sys
 import threading
 import time
-
 from functools import partial
 
 import numpy as np

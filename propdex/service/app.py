@@ -27,7 +27,6 @@ from propdex.service.inline import InlineSearchMiddleware
 from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware, json_bytes
 
 
-
 class _SearchFields(BaseModel):
     """Fields of POST /search besides ``query`` (its length limit comes from settings)."""
 

@@ -10,7 +10,6 @@ import hmac
 from typing import Any
 
 import orjson
-
 from starlette.exceptions import HTTPException
 
 Scope = dict[str, Any]

@@ -19,7 +19,7 @@ import numpy as np
 
 from propdex.store import predicates as p
 from propdex.store.datasets import open_dataset, read_rows
-from propdex.store.index import VECTOR_INDEX_NPROBES, VECTOR_INDEX_NAME, vector_index_probes
+from propdex.store.index import VECTOR_INDEX_NAME, VECTOR_INDEX_NPROBES, vector_index_probes
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments
 from propdex.store.ranking import where_for_scope
 from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, VECTOR

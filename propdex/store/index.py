@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -111,7 +111,7 @@ if TYPE_CHECKING:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -484,7 +484,7 @@ class Index:
             if rows is None:
                 continue
             table = self._writable_table(name, dim)
-            self._write(f"append {name} rows of {replacement.doc_id}", lambda: table.add(rows))
+            self._write(f"append {name} rows of {replacement.doc_id}", lambda table=table, rows=rows: table.add(rows))
 
     def _commit_document(self, replacement: Replacement) -> None:
         """Step 2, the commit point: the documents row names the new run."""
@@ -509,7 +509,7 @@ class Index:
                 continue
             count = self._count(table, where)
             if count:  # a delete matching nothing still writes a new table version
-                self._write(f"delete rows from {name}", lambda: table.delete(where))
+                self._write(f"delete rows from {name}", lambda table=table: table.delete(where))
                 removed += count
         return removed
 
@@ -623,7 +623,8 @@ class Index:
                 # Compaction plus an incremental update of every index over the new rows;
                 # a no-op (no new version) when there is nothing to do.
                 self._write(f"optimize {name}",
-                            lambda: table.optimize(cleanup_older_than=cleanup_older_than))
+                            lambda table=table: table.optimize(
+                                cleanup_older_than=cleanup_older_than))
                 actions = ["optimized"]
                 for column in _SCALAR_INDEXES.get(name, {}):
                     if self._ensure_scalar_index(table, name, column):

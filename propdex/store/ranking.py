@@ -29,7 +29,6 @@ from propdex.store.index import Index
 from propdex.store.live import LiveDocuments
 from propdex.store.schema import CHUNKS, PROPOSITIONS
 
-
 # What propdex.search reads of every ranked row to filter, group and fuse rankings.
 RANKING_KEYS = frozenset({"prop_id", "chunk_id", "doc_id", "run_id", "passed"})
 

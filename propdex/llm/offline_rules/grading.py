@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import pairwise
 
 from propdex.llm.offline_rules.clauses import clause_joints
 from propdex.llm.offline_rules.pronouns import is_expletive_it
@@ -164,7 +165,7 @@ def conciseness(proposition: str, title: str = "") -> int:
     repeated = sum(1 for s in set(stems) if stems.count(s) >= 3)
     score -= min(repeated, 3)
     lowered = [t.lower() for t in tokens]
-    if any(a == b and not a[0].isdigit() for a, b in zip(lowered, lowered[1:], strict=False)):
+    if any(a == b and not a[0].isdigit() for a, b in pairwise(lowered)):
         score -= 2
     return _clip(score)
 

@@ -362,11 +362,14 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     ingest = with_db(commands.add_parser("ingest", help="ingest files, folders and globs"))
-    ingest.add_argument("paths", nargs="+", metavar="PATH")
-    ingest.add_argument("--llm", choices=["offline", "openai"])
-    ingest.add_argument("--llm-model")
-    ingest.add_argument("--chunk-size", type=int)
-    ingest.add_argument("--chunk-overlap", type=int)
+    ingest.add_argument("paths", nargs="+", metavar="PATH",
+                        help="files, folders (walked for .pdf, .txt, .md) and globs")
+    ingest.add_argument("--llm", choices=["offline", "openai"],
+                        help="LLM backend (default openai when PROPDEX_LLM_BASE_URL is set, else offline)")
+    ingest.add_argument("--llm-model", help="model for every LLM step (PROPDEX_LLM_MODEL)")
+    ingest.add_argument("--chunk-size", type=int, help="target chunk length in characters (default 800)")
+    ingest.add_argument("--chunk-overlap", type=int,
+                        help="characters shared with the previous chunk (default 0)")
     ingest.add_argument("--chunker", choices=["fixed", "recursive", "passages", "semantic", "llm"],
                         help="chunking method (default recursive; llm needs an LLM)")
     ingest.add_argument("--sectioning", action=argparse.BooleanOptionalAction,
@@ -385,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.set_defaults(func=cmd_ingest)
 
     search = with_db(commands.add_parser("search", help="search the index"))
-    search.add_argument("query")
+    search.add_argument("query", help="the question or keywords")
     # No defaults here: importing propdex.search for them would cost the service client
     # LanceDB's import; left out, the search defaults apply (propdex.search.DEFAULT_*).
     search.add_argument("--level", choices=["propositions", "chunks", "both"],
@@ -395,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-k", type=int, help="results wanted (default 5)")
     search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")
-    search.add_argument("--json", action="store_true")
+    search.add_argument("--json", action="store_true", help="print the results as a JSON array")
     search.set_defaults(func=cmd_search)
 
     serve = with_db(commands.add_parser(
@@ -422,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "checks and waits for them; PROPDEX_SERVE_REFRESH_SECONDS)")
 
     status = with_db(commands.add_parser("status", help="each document's state"))
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the documents as JSON")
     status.set_defaults(func=cmd_status)
 
     verify = with_db(commands.add_parser("verify", help="check the tables against each other"))
@@ -439,7 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = with_db(commands.add_parser(
         "eval", help="compare chunks, headed chunks, sentences, propositions and every search "
         "level x mode on questions"))
-    evaluate.add_argument("questions", metavar="QUESTIONS.jsonl")
+    evaluate.add_argument("questions", metavar="QUESTIONS.jsonl",
+                          help="one JSON object per line: question, answer, evidence, pages, source")
     evaluate.add_argument("--out", default="propdex-eval",
                           help="folder for report.md, report.json and recall.png")
     evaluate.add_argument("-k", type=int, nargs="+", default=[1, 5, 20],

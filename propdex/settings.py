@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     llm_backoff_max: float = Field(30.0, gt=0, description="Longest wait between attempts (s).")
     llm_concurrency: int = Field(8, ge=1, description="LLM requests in flight across the run.")
     llm_rpm: int = Field(0, ge=0, description="LLM requests per minute across the run; 0 = no limit.")
-    llm_temperature: float = Field(0.0, ge=0, le=2)
+    llm_temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of every LLM request.")
     llm_max_response_chars: int = Field(64_000, ge=1000, description="Largest accepted response.")
     llm_output_caps: bool = Field(
         True, description="Send every request an output cap (max_tokens) derived from what its "
@@ -84,12 +84,16 @@ class Settings(BaseSettings):
     )
 
     # Context (title and summary)
-    title_prefix_tokens: int = Field(4000, ge=100)
-    summary_prefix_tokens: int = Field(8000, ge=100)
+    title_prefix_tokens: int = Field(
+        4000, ge=100, description="Tokens (about 3 characters each) of the text's start the title is written from."
+    )
+    summary_prefix_tokens: int = Field(
+        8000, ge=100, description="Tokens (about 3 characters each) of the text's start the summary is written from."
+    )
 
     # Chunking
     chunker: Literal["fixed", "recursive", "passages", "semantic", "llm"] = Field(
-        "recursive", description="How text is split into chunks (see README, Chunkers)."
+        "recursive", description="How text is split into chunks (the docs' pipeline page compares them)."
     )
     chunk_size: int = Field(800, ge=50, description="Target chunk length in characters.")
     chunk_overlap: int = Field(0, ge=0, description="Characters shared with the previous chunk.")
@@ -111,13 +115,13 @@ class Settings(BaseSettings):
     )
 
     # Propositions and grading
-    min_propositions: int = Field(1, ge=0)
-    max_propositions: int = Field(25, ge=1)
-    max_proposition_chars: int = Field(600, ge=50)
-    threshold_accuracy: int = Field(7, ge=1, le=10)
-    threshold_clarity: int = Field(7, ge=1, le=10)
-    threshold_completeness: int = Field(7, ge=1, le=10)
-    threshold_conciseness: int = Field(7, ge=1, le=10)
+    min_propositions: int = Field(1, ge=0, description="Fewest propositions asked of a chunk.")
+    max_propositions: int = Field(25, ge=1, description="Most propositions accepted from a chunk.")
+    max_proposition_chars: int = Field(600, ge=50, description="Longest proposition accepted, in characters.")
+    threshold_accuracy: int = Field(7, ge=1, le=10, description="Accuracy grade a proposition needs to pass.")
+    threshold_clarity: int = Field(7, ge=1, le=10, description="Clarity grade a proposition needs to pass.")
+    threshold_completeness: int = Field(7, ge=1, le=10, description="Completeness grade a proposition needs to pass.")
+    threshold_conciseness: int = Field(7, ge=1, le=10, description="Conciseness grade a proposition needs to pass.")
 
     # Embeddings
     embedder: Literal["minilm", "openai", "e5-small"] = Field(
@@ -128,8 +132,10 @@ class Settings(BaseSettings):
         None, description="Embedding model; default all-MiniLM-L6-v2 (minilm) or text-embedding-3-small."
     )
     embed_base_url: str | None = Field(None, description="Embeddings server; default llm_base_url.")
-    embed_api_key: SecretStr | None = None
-    embed_batch_size: int = Field(64, ge=1)
+    embed_api_key: SecretStr | None = Field(None, description="API key of the embeddings server; default llm_api_key.")
+    embed_batch_size: int = Field(
+        64, ge=1, description="Texts per request to an embeddings server (and per batch on torch)."
+    )
     embed_runtime: Literal["onnx", "torch"] = Field(
         "onnx", description="minilm: ONNX Runtime (default; no torch at run time, long texts read "
         "in windows) or sentence-transformers on torch (truncates at 256 word pieces)."
@@ -148,9 +154,9 @@ class Settings(BaseSettings):
     )
 
     # Inputs and limits
-    pdf_password: SecretStr | None = None
-    max_file_mb: float = Field(200.0, gt=0)
-    max_pages: int = Field(5000, ge=1)
+    pdf_password: SecretStr | None = Field(None, description="Password tried on encrypted PDFs.")
+    max_file_mb: float = Field(200.0, gt=0, description="Largest file read, in MB; larger ones fail as too large.")
+    max_pages: int = Field(5000, ge=1, description="Most pages a PDF may have; more fail as too large.")
     document_concurrency: int = Field(4, ge=1, description="Documents processed at once.")
     document_timeout_s: float = Field(
         3600.0, ge=0, description="Seconds a document may take from its first stage; 0 = no limit."

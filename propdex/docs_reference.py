@@ -98,8 +98,6 @@ def cli_markdown(parser: argparse.ArgumentParser) -> str:
     parts = ["# CLI reference", "",
              "Generated from propdex's argparse parser when the site is built. "
              "`propdex COMMAND --help` prints the same.", ""]
-    if parser.description:
-        parts += [parser.description, ""]
     for name, help_text, sub in _subcommands(parser):
         usage = " ".join(sub.format_usage().split())  # one line, without argparse's wrapping
         parts += [f"## propdex {name}", "", f"{help_text[:1].upper()}{help_text[1:]}.", "", "```", usage.removeprefix("usage: "),
@@ -254,7 +252,8 @@ def _request_fields(openapi: dict[str, Any], operation: dict[str, Any]) -> list[
         return []
     body = openapi["components"]["schemas"][reference.rsplit("/", 1)[-1]]
     required = set(body.get("required", []))
-    return [[_code(name), "required" if name in required else _code(json.dumps(spec.get("default"))),
+    return [[_code(name), "required" if name in required
+             else "-" if spec.get("default") is None else _code(json.dumps(spec["default"])),
              spec.get("description", "")] for name, spec in body.get("properties", {}).items()]
 
 

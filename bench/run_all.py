@@ -1,9 +1,12 @@
-"""Run every benchmark and write bench/RESULTS.md with the machine, the versions and the date.
+"""Run every benchmark and add its figures to bench/RESULTS.md with the machine, the versions
+and the date.
 
-    python bench/run_all.py [--quick] [--only NAME ...] [--out bench/RESULTS.md]
+    python bench/run_all.py [--quick] [--only NAME ...] [--out FILE]
 
 Each benchmark runs as its own process, one after the other (they must not compete for the
-CPU), and prints Markdown; this script puts their outputs under one header. ``--quick``
+CPU), and prints Markdown; this script puts their outputs under one dated section appended at
+the end of bench/RESULTS.md, which keeps the history of every figure (``--out FILE`` writes
+them to a file of their own instead). ``--quick``
 passes smaller sizes and fewer rounds (a smoke run: its figures are not the reference ones).
 Needs the reference corpus beside the checkout (../shared/corpus) and the ``local`` and
 ``bench`` extras.
@@ -84,11 +87,10 @@ def _commit() -> str:
     return (done.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
 
 
-def header(quick: bool) -> str:
+def machine(quick: bool) -> list[str]:
+    """What the figures were measured on and with: date, commit, machine, load, versions."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    lines = [
-        "# propdex benchmark results",
-        "",
+    return [
         "Written by `python bench/run_all.py`" + (" --quick (smoke run)" if quick else "") + ".",
         "Every figure is measured side by side in one run: medians, and ratios between the",
         "sides measured together. Re-run on your machine before comparing absolute numbers.",
@@ -102,7 +104,11 @@ def header(quick: bool) -> str:
         "- packages: " + ", ".join(f"{p} {_version(p)}" for p in PACKAGES),
         "",
     ]
-    return "\n".join(lines)
+
+
+def demoted(markdown: str) -> str:
+    """``markdown`` with every heading one level deeper, to sit inside a dated section."""
+    return "\n".join("#" + line if line.startswith("#") else line for line in markdown.split("\n"))
 
 
 def run(name: str, quick: bool) -> str:
@@ -123,13 +129,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS))
-    parser.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
+    parser.add_argument("--out", type=Path,
+                        help="write the figures to this file alone (default: append a dated "
+                             "section to bench/RESULTS.md)")
     args = parser.parse_args()
-    sections = [header(args.quick)]
-    for name in args.only or BENCHMARKS:
-        sections.append(run(name, args.quick))
-    args.out.write_text("\n".join(sections), encoding="utf-8")
-    print(f"wrote {args.out}", file=sys.stderr)
+    figures = [run(name, args.quick) for name in args.only or BENCHMARKS]
+    if args.out:
+        args.out.write_text("\n".join(["# propdex benchmark results", "", *machine(args.quick),
+                                       *figures]), encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
+    results = BENCH / "RESULTS.md"
+    section = [f"\n## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: `python bench/run_all.py`", "",
+               *machine(args.quick), *map(demoted, figures)]
+    with results.open("a", encoding="utf-8") as out:
+        out.write("\n".join(section))
+    print(f"appended to {results}", file=sys.stderr)
     return 0
 
 

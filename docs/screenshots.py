@@ -28,7 +28,7 @@ from tests import prefect_server as stack  # the repository's own helpers, after
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT = {"width": 1280, "height": 1100}
 DEPLOYMENT = "propdex-ingest/ingest"
 ARTIFACT_KEY = "propdex-ingest-report"
 

@@ -23,8 +23,9 @@ from propdex.models import (
     ExtractedDocument,
     Usage,
 )
-from propdex.pipeline.context import attach_headers, document_context
+from propdex.pipeline.context import document_context
 from propdex.pipeline.embedding import embed_with_cache
+from propdex.pipeline.headers import attach_headers
 from propdex.pipeline.plan import WorkItem
 from propdex.pipeline.propositions import propositions_for_document
 from propdex.pipeline.timing import stage_timer

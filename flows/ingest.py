@@ -11,7 +11,7 @@ from prefect.states import Failed
 
 from flows.parameters import IngestOptions
 from flows.runners import task_runner_for
-from propdex import progress
+from propdex.cli import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
     DocumentTimeoutError,

@@ -1,15 +1,12 @@
 """The Prefect API a CLI ingest reports to, started early so start-up overlaps other work.
 
 Without ``PREFECT_API_URL``, Prefect starts its ephemeral API in a subprocess the moment the
-flow first asks for a client, and waits for it: importing the server (also into the CLI's own
-process, for ``SubprocessASGIServer``), migrating a new database and registering block types
-take most of a first run. Here the server process (propdex.ephemeral_server: Prefect's API app
-under uvicorn, as Prefect's own subprocess runs it) is launched first thing, before this
-process imports Prefect, so its start-up runs on the other core while the CLI imports the flow
-and loads the model; a new Prefect home gets a database already migrated
-(propdex.prefect_template), so the server skips Prefect's migrations. A configured server
-(``PREFECT_API_URL`` in the environment, a profile or prefect.toml) is used as it is: the
-server process sees it too and steps aside.
+flow first asks for a client, and waits for it. Here the server process
+(propdex.prefect_runtime.server: Prefect's API app under uvicorn, as Prefect's own subprocess
+runs it) is launched first thing, before this process imports Prefect, so that its start-up
+(importing the server, migrating a new database) runs on the other core while the CLI imports
+the flow and loads the model. A configured server (``PREFECT_API_URL`` in the environment, a
+profile or prefect.toml) is used as it is: the server process sees it too and steps aside.
 """
 
 from __future__ import annotations
@@ -27,13 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from propdex.ephemeral_server import HOME_UNUSABLE, NOT_NEEDED
 from propdex.errors import PrefectStartError
-from propdex.prefect_template import (
-    at_installed_head,
-    default_sqlite_database,
-    place_migrated_database,
-)
+from propdex.prefect_runtime.server import HOME_UNUSABLE, NOT_NEEDED
 
 if TYPE_CHECKING:
     from prefect.settings import Settings
@@ -42,7 +34,6 @@ if TYPE_CHECKING:
 # it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
 _STARTUP_FAILED = 3
 _ATTEMPTS = 3
-_MIGRATE_ON_START = "PREFECT_SERVER_DATABASE_MIGRATE_ON_START"
 
 
 def _free_port() -> int:
@@ -51,45 +42,24 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def prepare_prefect_home(settings: Settings) -> bool:
-    """Create Prefect's home (``settings``: Prefect's) and, when the server's database there
-    is Prefect's default and does not exist yet, place it already migrated: the server's
-    migration step is then a no-op instead of 114 migrations (~4.4 s of CPU) on its critical
-    path. Returns whether that database is at the installed Prefect's head revision."""
-    # The server's SQLite database lives in PREFECT_HOME, which Prefect creates when the flow
-    # side first imports it: possibly after the server has tried to open the database.
+def prepare_prefect_home(settings: Settings) -> None:
+    """Create Prefect's home (``settings``: Prefect's), where the server's SQLite database
+    lives: Prefect creates it when the flow side first imports it, possibly after the server
+    has tried to open the database. PrefectStartError says why it cannot be created."""
     try:
         settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise PrefectStartError(
             f"cannot create Prefect's home {settings.home} (PREFECT_HOME): {exc.strerror or exc}"
         ) from exc
-    database = default_sqlite_database(settings)
-    if database is None:
-        return False
-    place_migrated_database(database)
-    return at_installed_head(database)
-
-
-def server_setting_updates(settings: Settings) -> dict:
-    """Prefect settings the ephemeral server runs with (``settings``: Prefect's, in the server
-    process), after preparing its home; a setting given explicitly is kept."""
-    from prefect.settings import PREFECT_SERVER_DATABASE_MIGRATE_ON_START
-
-    at_head = prepare_prefect_home(settings)
-    explicit = _MIGRATE_ON_START in os.environ or _MIGRATE_ON_START in \
-        settings.to_environment_variables(exclude_unset=True)
-    # A database at the installed Prefect's head revision has nothing to migrate: the server
-    # would still spend ~0.5 s on Alembic finding that out, on every run.
-    return {PREFECT_SERVER_DATABASE_MIGRATE_ON_START: False} if at_head and not explicit else {}
 
 
 def server_environment() -> dict[str, str]:
     """The ephemeral server's environment: settings every such server gets, unless set."""
     return {
-        # Registering Prefect's block types in a new database costs ~1.5 s of CPU on the
-        # server's critical path; a CLI flow run uses no block. A full `prefect server start`
-        # registers them when it first runs. An explicit setting is kept.
+        # Registering Prefect's block types in a new database is CPU on the server's critical
+        # path, and a CLI flow run uses no block; a full `prefect server start` registers
+        # them when it first runs. An explicit setting is kept.
         "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
         **os.environ,
         "PREFECT_UI_ENABLED": "0",
@@ -99,9 +69,9 @@ def server_environment() -> dict[str, str]:
 
 
 def launch_server_process(port: int) -> subprocess.Popen:
-    """propdex.ephemeral_server on ``port``: Prefect's API without the UI, running only the
+    """propdex.prefect_runtime.server on ``port``: Prefect's API without the UI, running only the
     services an ephemeral server runs. Imports nothing of Prefect here."""
-    return subprocess.Popen([sys.executable, "-m", "propdex.ephemeral_server", str(port)],
+    return subprocess.Popen([sys.executable, "-m", "propdex.prefect_runtime.server", str(port)],
                             env=server_environment())
 
 
@@ -128,8 +98,8 @@ class EphemeralApi:
         self._timeout = 0.0
         atexit.register(self.stop)  # like Prefect's own ephemeral server: it ends with the CLI
         # The server is launched here and only waited for in the thread: launched from the
-        # thread, it started ~1 s later, the thread's settings import queued for the GIL and
-        # the import lock behind the caller's imports (the flow's modules), and the server's
+        # thread, it would start only once the thread's settings import got the GIL and the
+        # import lock, behind the caller's imports (the flow's modules), and the server's
         # start-up is the first run's critical path. Whether a configured server makes it
         # unneeded, the server process decides (it exits with NOT_NEEDED).
         launched: float | None = time.monotonic()

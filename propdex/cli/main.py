@@ -45,12 +45,8 @@ def _settings(args: argparse.Namespace, **extra):
     values = {k: v for k, v in extra.items() if v is not None}
     if getattr(args, "db", None):
         values["db"] = args.db
-    if getattr(args, "engine", None):
-        values["serve_engine"] = args.engine
     if getattr(args, "workers", None) is not None:
         values["serve_workers"] = args.workers
-    if getattr(args, "refresh_seconds", None) is not None:
-        values["serve_refresh_seconds"] = args.refresh_seconds
     return Settings(**values)
 
 
@@ -88,12 +84,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     (and the embedding model loaded) while the flow's modules import."""
     nice = args.nice if args.nice is not None else _settings(args).ingest_nice
     if nice:
-        from propdex.priority import run_at_lower_priority
+        from propdex.cli.priority import run_at_lower_priority
 
         status = run_at_lower_priority(nice)  # first: it forks, and no thread may run yet
         if status is not None:
             return status  # the parent, once the ingest (its child) ended
-    from propdex import progress
+    from propdex.cli import progress
     from propdex.pipeline.plan import needs_run, plan_sources, unchanged_run_summary
 
     started = time.perf_counter()
@@ -127,7 +123,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def _early_api(dask: bool):
     """Prefect's ephemeral API, starting now; None with Dask, whose local workers are handed
     the API Prefect starts itself (flows.runners.prefect_api_for_workers)."""
-    from propdex.prefect_api import start_ephemeral_api
+    from propdex.prefect_runtime.api import start_ephemeral_api
 
     return None if dask else start_ephemeral_api()
 
@@ -135,7 +131,7 @@ def _early_api(dask: bool):
 def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_up: bool):
     """The ingest flow's final state. The embedding model loads in a thread meanwhile; the
     flow starts once it has loaded (two threads loading one model would load it twice)."""
-    from propdex.prefect_api import using_api
+    from propdex.prefect_runtime.api import using_api
     from propdex.runtime import warm_up_embedder
 
     loader = threading.Thread(target=warm_up_embedder, args=(settings,), daemon=True)
@@ -222,7 +218,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             vector = embed_query_in_child(settings, args.query)
         from propdex.api import IndexReader
 
-        results = [r.to_dict() for r in IndexReader(settings, one_shot=True).search(
+        results = [r.to_dict() for r in IndexReader(settings).search(
             args.query, query_vector=vector, **options)]
         if vector is not None:
             vector()  # the child is waited for even when the search needed no vector
@@ -346,7 +342,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     try:
-        run_mcp(IndexReader(settings, resident=settings.serve_engine == "memory"))
+        run_mcp(IndexReader(settings))
     except McpUnavailableError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -404,22 +400,13 @@ def build_parser() -> argparse.ArgumentParser:
                                       "any other than loopback needs PROPDEX_API_TOKEN)")
     serve.add_argument("--port", type=int, help="port (default 8765 or PROPDEX_SERVE_PORT)")
     serve.add_argument("--workers", type=int, metavar="N",
-                       help="worker processes on the port, each with its own copy of the "
-                            "index in memory (default 1; PROPDEX_SERVE_WORKERS)")
+                       help="worker processes on the port, each with its own reader and "
+                            "embedder (default 1; PROPDEX_SERVE_WORKERS)")
     serve.set_defaults(func=cmd_serve)
 
     mcp = with_db(commands.add_parser(
         "mcp", help="MCP server on stdin/stdout with the tools search and get_chunk"))
     mcp.set_defaults(func=cmd_mcp)
-    for long_running in (serve, mcp):
-        long_running.add_argument(
-            "--engine", choices=["memory", "lancedb"],
-            help="search the live rows held in memory (default; loaded at start) or LanceDB "
-                 "at every query (PROPDEX_SERVE_ENGINE)")
-        long_running.add_argument(
-            "--refresh-seconds", type=float, metavar="S",
-            help="take in new commits at most every S seconds (default 1; 0 = every search "
-                 "checks and waits for them; PROPDEX_SERVE_REFRESH_SECONDS)")
 
     status = with_db(commands.add_parser("status", help="each document's state"))
     status.add_argument("--json", action="store_true")
@@ -484,9 +471,8 @@ def run() -> NoReturn:
     """The `propdex` command: ``main`` in a process that exits when it returns."""
     code = main()
     # The process ends here, and its last garbage collections would walk every object the
-    # imports made (LanceDB's and pydantic's models): 0.2-0.3 s of a one-shot search's 1.3-1.6
-    # (measured: `import lancedb` alone leaves 280-300 ms of exit, 50 ms once frozen). Frozen
-    # objects are left to the OS. Not in main(): the tests call it in their own process.
+    # imports made (pydantic's models and more), a noticeable part of a one-shot search.
+    # Frozen objects are left to the OS. Not in main(): the tests call it in their own process.
     gc.freeze()
     sys.exit(code)
 

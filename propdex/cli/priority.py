@@ -1,10 +1,9 @@
 """An ingest at a lower CPU priority, so that a `propdex serve` on the same machine keeps the
 CPU its searches need (`propdex ingest --nice N`, PROPDEX_INGEST_NICE).
 
-Why: an ingest is CPU-bound (embedding, Prefect's API) and takes every core it is given. On
-two cores, at the same priority as the service, it left the service half a core: 32 clients
-got 39-58 answers/s, p95 1.2-1.6 s; at niceness 19, 119-149/s, p95 0.29-0.34 s, while the
-ingest went on with the other core (bench/RESULTS.md).
+Why: an ingest is CPU-bound (embedding, Prefect's API) and takes every core it is given; at
+the service's priority it leaves the service a fraction of a core, and the service's answers
+slow down several times over (bench/RESULTS.md).
 
 How: a niceness orders a process only against the processes of its own scheduling group,
 and with autogroup scheduling (Linux's default on desktops and many servers) every session is

@@ -73,9 +73,5 @@ def build_mcp_server(reader: IndexReader) -> Any:
 def run_mcp(reader: IndexReader) -> None:
     """Serve the tools over stdin/stdout until the client closes them."""
     server = build_mcp_server(reader)
-    reader.warm_up()  # the resident rows load before the first tool call, with both cores
-    if reader.resident is not None:
-        from propdex.service.run import single_blas_thread
-
-        single_blas_thread()
+    reader.warm_up()  # the embedder loads before the first tool call
     server.run("stdio")

@@ -14,10 +14,8 @@ and its own text rank well comes first. The fused score is the RRF score. The de
 search (DEFAULT_LEVEL, DEFAULT_MODE) is the one that won on eval/dev_questions.jsonl;
 the CLI, the service and the evaluation use these constants.
 
-The rankings come from a ``Rankings`` source: LanceDB itself (propdex.store.ranking, what a
-one-shot `propdex search` uses) or the resident copy a long-running service keeps in memory
-(propdex.resident); both give the same rows, so this module decides every result the same way.
-It must not import Prefect (search starts in a second).
+The rankings come from Lance (propdex.search.rankings): a LanceReader a reader keeps, or an
+Index's own. It must not import Prefect (search starts in a second).
 """
 
 from __future__ import annotations
@@ -33,7 +31,8 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
-from propdex.store.ranking import Rankings, RankingSource
+from propdex.search.fusion import best_ranks, fused_propositions, reciprocal_rank_fusion
+from propdex.search.rankings import Rankings, RankingSource
 from propdex.store.schema import CHUNKS, PROPOSITIONS
 
 Level = Literal["propositions", "chunks", "both"]
@@ -46,15 +45,13 @@ DEFAULT_LEVEL: Level = "both"
 DEFAULT_MODE: Mode = "hybrid"
 DEFAULT_K = 5
 
-RRF_K = 60
 # Parent chunks each ranking contributes to a fused ("both") ranking: deeper than k, so
 # a chunk ranked 8th by one signal and 2nd by another still gets both contributions.
 FUSION_DEPTH = 20
 # Rows fetched per wanted result before filtering and grouping; grown 4x while too few
 # live results (or distinct parents) come back and the ranking is not exhausted.
-# Every row fetched costs: at 1M propositions the default search took 58 ms with 10 rows
-# per wanted parent and 48 ms with 5, with the same dev-set scores for the default search
-# (R@1/R@5/MRR 68/92/0.791; bench/RESULTS.md, issue 13).
+# Every row fetched costs time; these depths keep the dev-set scores of deeper ones
+# (bench/RESULTS.md).
 _OVERFETCH = {PROPOSITIONS: 5, CHUNKS: 3}
 _MIN_DEPTH = 50
 
@@ -64,9 +61,9 @@ PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start",
                  "passed"]
 
 
-# The rankings of one search run at once: each is a LanceDB query whose work happens in Rust
-# without the GIL, so on two cores the default search (four rankings) takes about the time
-# of its two slowest instead of the sum (bench/bench_serve.py). The pool is shared by all
+# The rankings of one search run at once: each is a Lance query whose work happens in Rust
+# without the GIL, so the default search (four rankings) takes about the time of its slowest
+# ones rather than their sum. The pool is shared by all
 # searches of a process; the calling thread runs one ranking itself, and pool workers never
 # wait on the pool, so concurrent searches queue but cannot deadlock.
 _RANKING_WORKERS = 8
@@ -83,10 +80,9 @@ def _ranking_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def _all_at_once(calls: list[Callable[[], T]], source: Rankings) -> list[T]:
-    """Results of ``calls`` in order, run concurrently (the last one in this thread) when
-    ``source`` answers outside the GIL, else one after the other."""
-    if len(calls) < 2 or not source.concurrent:
+def _all_at_once(calls: list[Callable[[], T]]) -> list[T]:
+    """Results of ``calls`` in order, run concurrently (the last one in this thread)."""
+    if len(calls) < 2:
         return [call() for call in calls]
     futures: list[Future[T]] = [_ranking_pool().submit(call) for call in calls[:-1]]
     last = calls[-1]()
@@ -220,7 +216,7 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
     vector_rows: list[dict] = []
     text_rows: list[dict] = []
     if mode == "hybrid":
-        vector_rows, text_rows = _all_at_once([by_vector, by_text], source)
+        vector_rows, text_rows = _all_at_once([by_vector, by_text])
     elif mode == "vector":
         vector_rows = by_vector()
     else:
@@ -234,43 +230,19 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
                                           key=lambda r: r[key]), exhausted)
 
 
-def reciprocal_rank_fusion(rankings: list[list[dict]], key: Callable[[dict], str],
-                           k: int = RRF_K) -> list[dict]:
-    """Fuse rankings (each best first): score = sum of 1 / (k + rank), rank from 1.
-    Returns one row per key, best first, with "score" set to the fused score."""
-    fused: dict[str, float] = {}
-    first_seen: dict[str, dict] = {}
-    for ranking in rankings:
-        for rank, row in enumerate(ranking, start=1):
-            row_key = key(row)
-            fused[row_key] = fused.get(row_key, 0.0) + 1.0 / (k + rank)
-            first_seen.setdefault(row_key, row)
-    ordered = sorted(fused, key=lambda rk: -fused[rk])
-    return [{**first_seen[rk], "score": fused[rk]} for rk in ordered]
-
-
 def _fetch_groups(source: Rankings, table: str, query: str, vector: _OnceVector, mode: Mode,
                   k: int, columns: list[str], allowed: list[str] | None, live: dict[str, str],
                   ) -> Mapping[str, list[dict]]:
     """Live rows grouped by chunk_id (groups in order of their best row), at least ``k``
     groups unless the store runs out."""
     depth = max(k * _OVERFETCH[table], _MIN_DEPTH)
-    # A source that groups a one-signal ranking itself (the resident view) gives the same
-    # groups without making a dict of every ranked row.
-    grouped = getattr(source, "ranked_groups", None) if mode != "hybrid" else None
     while True:
-        groups: Mapping[str, list[dict]]
-        if grouped is not None:
-            groups, exhausted = grouped(table, mode, query, vector, limit=depth, groups=k,
-                                        columns=columns, doc_ids=allowed)
-        else:
-            ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
-            by_chunk: dict[str, list[dict]] = {}
-            for row in ranked.rows:
-                by_chunk.setdefault(row["chunk_id"], []).append(row)
-            groups, exhausted = dict(list(by_chunk.items())[:k]), ranked.exhausted
-        if len(groups) >= k or exhausted:
-            return groups
+        ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
+        by_chunk: dict[str, list[dict]] = {}
+        for row in ranked.rows:
+            by_chunk.setdefault(row["chunk_id"], []).append(row)
+        if len(by_chunk) >= k or ranked.exhausted:
+            return dict(list(by_chunk.items())[:k])
         depth *= 4
 
 
@@ -279,8 +251,6 @@ def _proposition_results(source: Rankings, query: str, vector: _OnceVector, mode
                          documents: dict[str, dict]) -> list[SearchResult]:
     groups = _fetch_groups(source, PROPOSITIONS, query, vector, mode, k, PROP_COLUMNS, allowed,
                            live)
-    source.complete(PROPOSITIONS, [row for props in groups.values() for row in props],
-                    PROP_COLUMNS)
     parents = _live_chunks(source, list(groups), live)
     results = []
     for chunk_id, props in groups.items():
@@ -310,7 +280,6 @@ def _chunk_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                    ) -> list[SearchResult]:
     groups = _fetch_groups(source, CHUNKS, query, vector, mode, k, CHUNK_COLUMNS, allowed,
                            live)
-    source.complete(CHUNKS, [rows[0] for rows in groups.values()], CHUNK_COLUMNS)
     results = []
     for chunk_id, (row, *_) in groups.items():
         doc = documents[row["doc_id"]]
@@ -336,7 +305,7 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
         [functools.partial(_fetch_groups, source, PROPOSITIONS, query, vector, signal, depth,
                            PROP_COLUMNS, allowed, live) for signal in signals]
         + [functools.partial(_fetch_groups, source, CHUNKS, query, vector, signal, depth,
-                             CHUNK_COLUMNS, allowed, live) for signal in signals], source)
+                             CHUNK_COLUMNS, allowed, live) for signal in signals])
     prop_rankings, chunk_rankings = rankings[:len(signals)], rankings[len(signals):]
     fused = reciprocal_rank_fusion(
         [[{"chunk_id": chunk_id} for chunk_id in ranking]
@@ -348,14 +317,9 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                   for f in fused if f["chunk_id"] in ranking}
     chunk_rows.update(_live_chunks(source, [f["chunk_id"] for f in fused
                                            if f["chunk_id"] not in chunk_rows], live))
-    props_of = {entry["chunk_id"]: _fused_propositions(
+    props_of = {entry["chunk_id"]: fused_propositions(
         [ranking.get(entry["chunk_id"], []) for ranking in prop_rankings]) for entry in fused}
-    # Only now are the rows of the results known: their texts and pages are set on them.
-    source.complete(PROPOSITIONS, [row for props in props_of.values() for row in props],
-                    PROP_COLUMNS)
-    source.complete(CHUNKS, [chunk_rows[f["chunk_id"]] for f in fused
-                             if f["chunk_id"] in chunk_rows], CHUNK_COLUMNS)
-    prop_ranks, chunk_ranks = _best_ranks(prop_rankings), _best_ranks(chunk_rankings)
+    prop_ranks, chunk_ranks = best_ranks(prop_rankings), best_ranks(chunk_rankings)
     results = []
     for entry in fused:
         chunk_id = entry["chunk_id"]
@@ -388,19 +352,3 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                               for r in props],
             ))
     return results
-
-
-def _best_ranks(rankings: list[Mapping[str, list[dict]]]) -> dict[str, int]:
-    """chunk_id -> its best (lowest, from 1) position among ``rankings``."""
-    best: dict[str, int] = {}
-    for ranking in rankings:
-        for position, chunk_id in enumerate(ranking, start=1):
-            if position < best.get(chunk_id, position + 1):
-                best[chunk_id] = position
-    return best
-
-
-def _fused_propositions(groups: list[list[dict]]) -> list[dict]:
-    """One chunk's propositions from each signal's ranking, fused by RRF within the chunk
-    (a vector score and a BM25 score are not comparable; ranks are)."""
-    return reciprocal_rank_fusion(groups, key=lambda r: r["prop_id"])

@@ -33,6 +33,7 @@ from tasks.index import (
     prune,
     publish_report,
     record_failures,
+    relabel,
     sweep,
 )
 
@@ -98,7 +99,7 @@ def ingest(
     settings = deployment_allowed_roots(options.settings(db))
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
-    plan = plan_run(sources, settings, force, prune_removed)
+    plan = plan_run(sources, settings, force, prune_removed, options.document_metadata())
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
     fp = plan.fingerprint
@@ -141,6 +142,7 @@ def ingest(
         hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}
         record_failures(failures, settings, fp, run_id, hashes)
     summary.removed = prune(plan.removed, settings)
+    summary.metadata_updated = relabel(plan.relabel, settings) if plan.relabel else []
     if summary.wrote:
         optimize(settings)
     summary.seconds = time.perf_counter() - started

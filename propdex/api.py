@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from propdex.embed.query import query_settings
+from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.search.rankings import LanceReader
 from propdex.settings import Settings
@@ -38,7 +39,7 @@ QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
 DOCUMENT_SUMMARY_FIELDS = (
     "doc_id", "source", "status", "error", "error_kind", "title", "summary", "page_count",
     "chunk_count", "proposition_count", "passed_count", "content_sha256", "run_id",
-    "last_run_id", "ingested_at", "last_attempt_at",
+    "last_run_id", "ingested_at", "last_attempt_at", "metadata",
 )
 CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "section",
                 "page_start", "page_end", "char_start", "char_end", "source", "prop_error"]
@@ -81,16 +82,20 @@ class IndexReader:
                k: int = DEFAULT_K, doc_ids: list[str] | None = None,
                source: str | None = None,
                query_vector: Callable[[], np.ndarray | None] | None = None,
+               where: MetadataInput | None = None,
                ) -> list[SearchResult]:
         """The top ``k`` results for ``query`` (see propdex.search.search); ``source`` is a
         glob over source paths, ``doc_ids`` restricts to those documents. ``query_vector``:
         a function giving the query's vector embedded elsewhere (propdex.embed.query's
-        child), or None when that failed and the reader must embed it."""
+        child), or None when that failed and the reader must embed it. ``where``: metadata
+        every result's document must hold, key -> value or list of values, all of them
+        (propdex.metadata); MetadataError when it breaks the bounds."""
+        meta = filter_entries(where)
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(
             self._given_or_embedded, query, query_vector)
         return search(self.reader, query, vector, level=level, mode=mode, k=k,
-                      doc_ids=doc_ids, source_glob=source)
+                      doc_ids=doc_ids, source_glob=source, meta=meta)
 
     def _given_or_embedded(self, query: str,
                            given: Callable[[], np.ndarray | None] | None) -> np.ndarray:

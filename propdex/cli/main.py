@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from propdex.errors import PropdexError, StorageError
+from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
 
@@ -75,6 +76,7 @@ def ingest_options(args: argparse.Namespace):
     return IngestOptions(
         llm=args.llm, llm_model=args.llm_model, chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap, chunker=args.chunker, sectioning=args.sectioning,
+        metadata=parse_pairs(args.meta or [], "--meta") or None,
     )
 
 
@@ -94,7 +96,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     _prefect_environment()
-    options = ingest_options(args)
+    try:
+        options = ingest_options(args)
+    except MetadataError as exc:
+        print(f"propdex: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     settings = options.settings(args.db or _settings(args).db)
     dask = bool(args.dask or settings.dask_address)
     plan = None
@@ -103,7 +109,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     certain = args.force or ("://" not in settings.db_uri and not os.path.exists(settings.db_uri))
     api = _early_api(dask) if certain else None
     if not certain:
-        plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune)
+        plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune,
+                            metadata=options.document_metadata())
         if not needs_run(plan, settings):
             summary = unchanged_run_summary(plan, settings, time.perf_counter() - started)
             return _report_ingest(summary.to_dict(), args)
@@ -169,6 +176,7 @@ def _report_ingest(summary: dict, args: argparse.Namespace) -> int:
         docs = [DocumentOutcome(**d) for d in data["documents"]]
         fields = {k: data[k] for k in ("run_id", "db", "llm", "unchanged", "removed", "missing",
                                        "swept_rows", "seconds", "stopped", "refused")}
+        fields["metadata_updated"] = data.get("metadata_updated", [])
         print(render_markdown(RunSummary(documents=docs, **fields)))
     failed = [d for d in summary["documents"] if d["status"] != "indexed"]
     for doc in failed:
@@ -188,8 +196,13 @@ def _report_ingest(summary: dict, args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     settings = _settings(args)
     # Options left out take the defaults of propdex.search (here or in the service).
+    try:
+        where = parse_pairs(args.where or [], "--where", limit=MAX_FILTER_ENTRIES) or None
+    except MetadataError as exc:
+        print(f"propdex: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     options = {"level": args.level, "mode": args.mode, "k": args.k,
-               "doc_ids": args.doc or None, "source": args.source}
+               "doc_ids": args.doc or None, "source": args.source, "where": where}
     options = {k: v for k, v in options.items() if v is not None}
     results = None
     if settings.server_url and not args.db:  # --db names an index: open that one
@@ -371,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--no-prune", action="store_true",
                         help="keep documents whose files left the given folders")
     ingest.add_argument("--force", action="store_true", help="re-process unchanged documents")
+    ingest.add_argument("--meta", action="append", metavar="KEY=VALUE",
+                        help="metadata for every file of this ingest (repeatable); a file's "
+                             "front matter or <file>.meta.json wins key by key")
     ingest.add_argument("--nice", type=int, choices=range(20), metavar="0-19",
                         help="run at this lower CPU priority, in a session of its own, so a "
                              "`propdex serve` on the machine keeps its CPU (PROPDEX_INGEST_NICE)")
@@ -391,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-k", type=int, help="results wanted (default 5)")
     search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")
+    search.add_argument("--where", action="append", metavar="KEY=VALUE",
+                        help="only documents whose metadata has KEY=VALUE (repeatable: all "
+                             "must hold)")
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
 

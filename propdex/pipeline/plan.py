@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from propdex.ids import doc_id_for, sha256_file
+from propdex.metadata import Metadata, MetadataError, file_metadata, from_json, merged
 from propdex.pipeline.outcome import RunSummary
 from propdex.settings import Settings
 from propdex.sources import Discovery, discover, is_under, matches_any
@@ -25,6 +26,7 @@ class WorkItem:
     doc_id: str
     content_sha256: str
     reason: str  # new | changed | settings changed | retry | forced
+    metadata: Metadata = field(default_factory=dict)  # the run's merged with the file's own
 
 
 @dataclass
@@ -36,12 +38,15 @@ class Plan:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
+    # Unchanged documents whose metadata changed: their rows get it, nothing is re-run.
+    relabel: list[WorkItem] = field(default_factory=list)
 
     @property
     def changes_nothing(self) -> bool:
         """Nothing to process, record or remove: a run would write nothing. Arguments that
         matched nothing are only reported, so they do not count."""
-        return not (self.to_process or self.removed or self.unreadable or self.refused)
+        return not (self.to_process or self.removed or self.unreadable or self.refused
+                    or self.relabel)
 
 
 def open_ledger(settings: Settings) -> Index:
@@ -49,8 +54,10 @@ def open_ledger(settings: Settings) -> Index:
     return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
 
 
-def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: bool) -> Plan:
+def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: bool,
+                 metadata: Metadata | None = None) -> Plan:
     """Discover the sources and compare them with the ledger (content hash + fingerprint).
+    ``metadata``: the run's own, for every document (a file's own wins key by key).
 
     Reads files and the documents table only: it imports no Prefect, so the CLI can learn
     that nothing changed before starting a flow run."""
@@ -59,7 +66,7 @@ def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: 
     fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
     ledger = open_ledger(settings).documents()
     return make_plan(discover(sources, settings.allowed_roots), ledger, fingerprint,
-                     force=force, prune=prune)
+                     force=force, prune=prune, metadata=metadata)
 
 
 def needs_run(plan: Plan, settings: Settings) -> bool:
@@ -85,6 +92,7 @@ def degraded(row: dict) -> bool:
 
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
+    metadata: Metadata | None = None,
 ) -> Plan:
     plan = Plan(fingerprint=fingerprint, missing=list(discovery.missing),
                 refused=list(discovery.refused))
@@ -97,8 +105,12 @@ def make_plan(
                 plan.unreadable.append((source, "not a regular file"))
                 continue
             digest = sha256_file(source)
+            wanted = merged(metadata or {}, file_metadata(source))
         except OSError as exc:
             plan.unreadable.append((source, f"cannot read file: {exc.strerror or exc}"))
+            continue
+        except MetadataError as exc:
+            plan.unreadable.append((source, f"invalid metadata: {exc}"))
             continue
         row = by_id.get(doc_id)
         if force:
@@ -113,11 +125,14 @@ def make_plan(
             row["status"] != "indexed" and row.get("error_kind") == "input"
         ):
             # A failure that depends only on the file's bytes cannot succeed on the same bytes.
-            plan.unchanged.append(source)
+            if row["run_id"] is not None and from_json(row.get("metadata")) != wanted:
+                plan.relabel.append(WorkItem(source, doc_id, digest, "metadata changed", wanted))
+            else:
+                plan.unchanged.append(source)
             continue
         else:
             reason = "retry"
-        plan.to_process.append(WorkItem(source, doc_id, digest, reason))
+        plan.to_process.append(WorkItem(source, doc_id, digest, reason, wanted))
     if prune:
         # A source leaves the index when the argument that covered it no longer yields it:
         # a folder it was in, a glob it matched, or its own path named explicitly.

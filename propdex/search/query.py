@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -124,6 +125,8 @@ class SearchResult:
     char_start: int | None
     char_end: int | None
     propositions: list[dict] = field(default_factory=list)  # {prop_id, text, score}, best first
+    # The document's metadata (propdex.metadata): key -> value, or list of values.
+    metadata: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         # Shallow: every field is a plain value but the propositions, copied one level.
@@ -131,6 +134,14 @@ class SearchResult:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["propositions"] = [dict(p) for p in self.propositions]
         return values
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What every ranking of one search is restricted to."""
+
+    doc_ids: list[str] | None  # None: every live document
+    meta: list[str] | None  # "key=value" entries each row must hold; None: no filter
 
 
 @dataclass
@@ -149,8 +160,11 @@ def search(
     k: int = DEFAULT_K,
     doc_ids: list[str] | None = None,
     source_glob: str | None = None,
+    meta: list[str] | None = None,
 ) -> list[SearchResult]:
     """The top ``k`` results for ``query``; [] when the index is empty or does not exist.
+    ``meta``: "key=value" entries a result's document must hold, every one of them
+    (propdex.metadata.filter_entries).
 
     ``query_vector`` may be a function that embeds the query: it is then called once, by the
     first vector ranking, while the full-text rankings already run."""
@@ -171,12 +185,18 @@ def search(
     if not live or allowed == []:
         return []
     vector = _OnceVector(query_vector)
+    scope = _Scope(allowed, meta or None)
     if level == "propositions":
-        return _proposition_results(source, query, vector, mode, k, allowed, live,
-                                    documents)[:k]
-    if level == "chunks":
-        return _chunk_results(source, query, vector, mode, k, allowed, live, documents)[:k]
-    return _fused_results(source, query, vector, mode, k, allowed, live, documents)
+        results = _proposition_results(source, query, vector, mode, k, scope, live,
+                                       documents)[:k]
+    elif level == "chunks":
+        results = _chunk_results(source, query, vector, mode, k, scope, live, documents)[:k]
+    else:
+        results = _fused_results(source, query, vector, mode, k, scope, live, documents)
+    for result in results:
+        stored = documents[result.doc_id].get("metadata")
+        result.metadata = json.loads(stored) if stored else {}
+    return results
 
 
 def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
@@ -195,7 +215,7 @@ def _allowed_documents(documents: dict[str, dict], live: dict[str, str],
 
 
 def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode: Mode,
-            depth: int, columns: list[str], allowed: list[str] | None, live: dict[str, str],
+            depth: int, columns: list[str], scope: _Scope, live: dict[str, str],
             ) -> _Ranked:
     key = "prop_id" if table == PROPOSITIONS else "chunk_id"
 
@@ -207,11 +227,11 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
 
     def by_vector() -> list[dict]:
         return source.vector_ranking(table, vector(), limit=depth, columns=columns,
-                                     doc_ids=allowed)
+                                     doc_ids=scope.doc_ids, meta=scope.meta)
 
     def by_text() -> list[dict]:
         return source.text_ranking(table, query, limit=depth, columns=columns,
-                                   doc_ids=allowed)
+                                   doc_ids=scope.doc_ids, meta=scope.meta)
 
     vector_rows: list[dict] = []
     text_rows: list[dict] = []
@@ -231,13 +251,13 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
 
 
 def _fetch_groups(source: Rankings, table: str, query: str, vector: _OnceVector, mode: Mode,
-                  k: int, columns: list[str], allowed: list[str] | None, live: dict[str, str],
+                  k: int, columns: list[str], scope: _Scope, live: dict[str, str],
                   ) -> Mapping[str, list[dict]]:
     """Live rows grouped by chunk_id (groups in order of their best row), at least ``k``
     groups unless the store runs out."""
     depth = max(k * _OVERFETCH[table], _MIN_DEPTH)
     while True:
-        ranked = _ranked(source, table, query, vector, mode, depth, columns, allowed, live)
+        ranked = _ranked(source, table, query, vector, mode, depth, columns, scope, live)
         by_chunk: dict[str, list[dict]] = {}
         for row in ranked.rows:
             by_chunk.setdefault(row["chunk_id"], []).append(row)
@@ -247,9 +267,9 @@ def _fetch_groups(source: Rankings, table: str, query: str, vector: _OnceVector,
 
 
 def _proposition_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode,
-                         k: int, allowed: list[str] | None, live: dict[str, str],
+                         k: int, scope: _Scope, live: dict[str, str],
                          documents: dict[str, dict]) -> list[SearchResult]:
-    groups = _fetch_groups(source, PROPOSITIONS, query, vector, mode, k, PROP_COLUMNS, allowed,
+    groups = _fetch_groups(source, PROPOSITIONS, query, vector, mode, k, PROP_COLUMNS, scope,
                            live)
     parents = _live_chunks(source, list(groups), live)
     results = []
@@ -276,9 +296,9 @@ def _live_chunks(source: Rankings, chunk_ids: list[str], live: dict[str, str],
 
 
 def _chunk_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode, k: int,
-                   allowed: list[str] | None, live: dict[str, str], documents: dict[str, dict],
+                   scope: _Scope, live: dict[str, str], documents: dict[str, dict],
                    ) -> list[SearchResult]:
-    groups = _fetch_groups(source, CHUNKS, query, vector, mode, k, CHUNK_COLUMNS, allowed,
+    groups = _fetch_groups(source, CHUNKS, query, vector, mode, k, CHUNK_COLUMNS, scope,
                            live)
     results = []
     for chunk_id, (row, *_) in groups.items():
@@ -294,7 +314,7 @@ def _chunk_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
 
 
 def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode, k: int,
-                   allowed: list[str] | None, live: dict[str, str],
+                   scope: _Scope, live: dict[str, str],
                    documents: dict[str, dict]) -> list[SearchResult]:
     """Chunk-level RRF of every (table, signal) ranking: hybrid fuses four rankings
     (propositions and chunks, each by vector and by BM25), vector or fts two."""
@@ -303,9 +323,9 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
     # Each ranking is one signal (no nested hybrid), so these are the only concurrent calls.
     rankings = _all_at_once(
         [functools.partial(_fetch_groups, source, PROPOSITIONS, query, vector, signal, depth,
-                           PROP_COLUMNS, allowed, live) for signal in signals]
+                           PROP_COLUMNS, scope, live) for signal in signals]
         + [functools.partial(_fetch_groups, source, CHUNKS, query, vector, signal, depth,
-                             CHUNK_COLUMNS, allowed, live) for signal in signals])
+                             CHUNK_COLUMNS, scope, live) for signal in signals])
     prop_rankings, chunk_rankings = rankings[:len(signals)], rankings[len(signals):]
     fused = reciprocal_rank_fusion(
         [[{"chunk_id": chunk_id} for chunk_id in ranking]

@@ -5,7 +5,8 @@ BM25 for text) and the asked-for columns: a vector search through the table's IV
 the probes propdex.store.maintenance chose, a full-text match query through its inverted
 index, rows by a filter. The rows may be of old or unfinished runs and rejected
 propositions: propdex.search keeps only live rows that passed. ``doc_ids`` (None = every
-document) restricts the rows.
+document) restricts the rows, and so do ``meta``, "key=value" entries every row must hold
+(propdex.metadata).
 
 pylance rather than LanceDB: the reads are Lance's own, and importing LanceDB costs a
 one-shot `propdex search` most of its start-up (propdex.store.datasets).
@@ -33,7 +34,7 @@ from propdex.store.maintenance import (
     VECTOR_INDEX_NPROBES,
     vector_index_probes,
 )
-from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, PROPOSITIONS, VECTOR
+from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, META, PROPOSITIONS, VECTOR
 
 
 @runtime_checkable
@@ -116,9 +117,10 @@ class Rankings:
         return self.live
 
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
-                       columns: Sequence[str], doc_ids: list[str] | None) -> list[dict]:
+                       columns: Sequence[str], doc_ids: list[str] | None,
+                       meta: list[str] | None = None) -> list[dict]:
         dataset = self._dataset(table)
-        if dataset is None:
+        if dataset is None or not _can_hold(dataset, meta):
             return []
         query = np.asarray(vector, dtype=np.float32)
         stored = dataset.schema.field(VECTOR).type.list_size
@@ -131,7 +133,7 @@ class Rankings:
             nearest["use_index"] = False
         elif (probes := _probes(dataset)) is not None:
             nearest["nprobes"] = probes
-        where = where_for_scope(table, doc_ids)
+        where = where_for_scope(table, doc_ids, meta)
         rows = dataset.scanner(columns=[*columns, "_distance"], nearest=nearest, filter=where,
                                prefilter=where is not None).to_table().to_pylist()
         for row in rows:
@@ -139,13 +141,13 @@ class Rankings:
         return rows
 
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
-                     doc_ids: list[str] | None) -> list[dict]:
+                     doc_ids: list[str] | None, meta: list[str] | None = None) -> list[dict]:
         from lance.query import MatchQuery
 
         dataset = self._dataset(table)
-        if dataset is None or not query.strip():
+        if dataset is None or not query.strip() or not _can_hold(dataset, meta):
             return []
-        where = where_for_scope(table, doc_ids)
+        where = where_for_scope(table, doc_ids, meta)
         rows = dataset.scanner(columns=[*columns, "_score"],
                                full_text_query=MatchQuery(query, FTS_COLUMN), filter=where,
                                prefilter=where is not None, limit=limit
@@ -161,16 +163,30 @@ class Rankings:
         return read_rows(dataset, columns, p.in_list("chunk_id", chunk_ids)).to_pylist()
 
 
-def where_for_scope(table: str, doc_ids: list[str] | None) -> str | None:
-    """The prefilter for a document scope. Without one, rejected propositions are dropped as
-    rows come back rather than by a prefilter, which would mask every row of the table first
-    (a large share of a vector search's CPU at 1M propositions); they are a minority, and
-    too few rows left make propdex.search fetch deeper. A document scope stays a prefilter:
-    afterwards it could leave almost nothing."""
-    if doc_ids is None:
+def where_for_scope(table: str, doc_ids: list[str] | None,
+                    meta: list[str] | None = None) -> str | None:
+    """The prefilter for a document scope and the metadata entries every row must hold.
+    Without either, rejected propositions are dropped as rows come back rather than by a
+    prefilter, which would mask every row of the table first (a large share of a vector
+    search's CPU at 1M propositions); they are a minority, and too few rows left make
+    propdex.search fetch deeper. A scope stays a prefilter: afterwards it could leave almost
+    nothing."""
+    scopes = []
+    if doc_ids is not None:
+        scopes.append(p.in_list("doc_id", doc_ids))
+    if meta:
+        scopes.append(p.has_all(META, meta))
+    if not scopes:
         return None
-    scope = p.in_list("doc_id", doc_ids)
-    return p.all_of("passed = true", scope) if table == PROPOSITIONS else scope
+    if table == PROPOSITIONS:
+        scopes.insert(0, "passed = true")
+    return p.all_of(*scopes)
+
+
+def _can_hold(dataset: Any, meta: list[str] | None) -> bool:
+    """Whether rows of ``dataset`` can hold the ``meta`` entries: an index written before
+    metadata existed has no such column, and a filter on it matches nothing."""
+    return not meta or META in dataset.schema.names
 
 
 def _probes(dataset: Any) -> int | None:

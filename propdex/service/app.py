@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, create_model, field_validator
 from propdex import __version__
 from propdex.api import IndexReader
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
-from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
+from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K, Where
 from propdex.service.errors import validation_body
 from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware, json_bytes
 
@@ -38,6 +38,7 @@ class _SearchFields(BaseModel):
     doc_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS,
                                        pattern=ID_PATTERN)]] | None = Field(
         None, max_length=MAX_DOC_IDS, description="restrict to these documents")
+    where: Where = None
 
     model_config = {"extra": "forbid"}
 
@@ -78,7 +79,8 @@ def create_app(reader: IndexReader) -> FastAPI:
               response_model=list[dict[str, Any]])
     def search(request: SearchRequest) -> Response:  # type: ignore[valid-type]
         results = reader.search(request.query, level=request.level, mode=request.mode,
-                                k=request.k, doc_ids=request.doc_ids, source=request.source)
+                                k=request.k, doc_ids=request.doc_ids, source=request.source,
+                                where=request.where)
         # Serialised here: the rows are plain JSON types already, and FastAPI's validation
         # and encoding of a declared return value cost more than the search's JSON itself.
         return Response(json_bytes([r.to_dict() for r in results]),

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-LIVE_COLUMNS = ["doc_id", "run_id", "title", "source"]
+LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "metadata"]
 
 
 @dataclass(frozen=True)

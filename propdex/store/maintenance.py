@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS, VECTOR
+from propdex.store.schema import CHUNKS, DOCUMENTS, META, PROPOSITIONS, VECTOR
 from propdex.store.tables import Tables
 
 # Below this many rows a table is searched exactly (flat); from it on optimize() builds an
@@ -35,9 +35,11 @@ VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)_p(\d+)")
 # scope prefilters ``passed = true``, which without a bitmap index scans the whole column;
 # each proposition hit fetches its parent chunk by id, a scan of the chunks table without the
 # B-tree; a replacement deletes a document's old rows, and reads its live rows, by doc_id.
+# A metadata filter (propdex.metadata) is ``array_has_all(meta, ...)``, answered by a
+# label-list index instead of reading every row's list.
 _SCALAR_INDEXES: dict[str, dict[str, str]] = {  # column -> lancedb.index class
-    CHUNKS: {"chunk_id": "BTree", "doc_id": "BTree"},
-    PROPOSITIONS: {"passed": "Bitmap", "doc_id": "BTree"},
+    CHUNKS: {"chunk_id": "BTree", "doc_id": "BTree", META: "LabelList"},
+    PROPOSITIONS: {"passed": "Bitmap", "doc_id": "BTree", META: "LabelList"},
 }
 
 # Every commit writes its documents row anew (merge_insert: a fragment holding the new row,

@@ -19,6 +19,7 @@ from propdex.store.schema import (
     CHUNKS,
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
+    META,
     PROPOSITIONS,
     VECTOR,
     schema_for,
@@ -131,6 +132,40 @@ class Replacements(Maintenance):
             )
         self._commit_document(replacement)
         self._delete_superseded(doc_id, replacement.run_id)
+
+    # Metadata ----------------------------------------------------------------------------
+    def update_metadata(self, doc_id: str, metadata_json: str | None,
+                        entries: list[str]) -> int:
+        """Give a document new metadata: its documents row (``metadata``, ``meta``) and the
+        ``meta`` of every chunk and proposition row of it, without touching their text or
+        vectors. Returns the chunk and proposition rows updated."""
+        documents = self._writable_table(DOCUMENTS, None)
+        columns = ("doc_id", "metadata", META)
+        data = pa.Table.from_pylist(
+            [{"doc_id": doc_id, "metadata": metadata_json, META: entries or None}],
+            schema=pa.schema([DOCUMENTS_SCHEMA.field(k) for k in columns]))
+        # No entries: null, which no filter matches (Lance cannot update to an empty list).
+        value = p.string_array(entries) if entries else "NULL"
+        updated = 0
+        with self._hold([doc_id]):
+            for name in (CHUNKS, PROPOSITIONS):
+                table = self.table(name)
+                if table is None:
+                    continue
+                self._add_missing_columns(name, table)
+                where = p.eq("doc_id", doc_id)
+                count = self._count(table, where)
+                if count:
+                    self._write(f"update the metadata of {doc_id} in {name}",
+                                lambda table=table, where=where: table.update(
+                                    where=where, values_sql={META: value}))
+                    updated += count
+            # Last, as a replacement's commit: a crash before it leaves the old metadata on
+            # the documents row, and the next run's plan updates the rows again.
+            self._write(f"update the metadata of {doc_id}", lambda: (
+                documents.merge_insert("doc_id").when_matched_update_all().execute(data)))
+        self._compact_documents_when_fragmented()
+        return updated
 
     # Failures, pruning, sweeping -------------------------------------------------------
     def record_failure(self, doc_row: dict) -> None:
@@ -264,7 +299,9 @@ def _prepare(doc_row: dict, chunk_rows: list[dict], prop_rows: list[dict],
         doc.setdefault(name, None)
     _check_columns(doc, DOCUMENTS_SCHEMA, "document row")
 
-    chunks = _inherit(chunk_rows, doc, "chunk", ("doc_id", "run_id", "source", "content_sha256"),
+    doc.setdefault(META, None)
+    chunks = _inherit(chunk_rows, doc, "chunk",
+                      ("doc_id", "run_id", "source", "content_sha256", META),
                       {"embed_model": doc["embed_model"]})
     for i, c in enumerate(chunks):
         _check_columns(c, schema_for(CHUNKS, 1), f"chunk {i}")
@@ -274,7 +311,7 @@ def _prepare(doc_row: dict, chunk_rows: list[dict], prop_rows: list[dict],
             raise ValueError(f"duplicate chunk_id {c.get('chunk_id')!r}")
         by_chunk[c.get("chunk_id")] = c
     props = _inherit(prop_rows, doc, "proposition",
-                     ("doc_id", "run_id", "source", "content_sha256"),
+                     ("doc_id", "run_id", "source", "content_sha256", META),
                      {"embed_model": doc["embed_model"], "llm_model": doc["llm_model"]})
     seen_props = set()
     for i, prop in enumerate(props):

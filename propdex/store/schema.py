@@ -48,6 +48,11 @@ def _vector(dim: int) -> pa.Field:
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
+# The document's metadata as sorted "key=value" entries, on every table: a filter on the
+# chunks and propositions is then a prefilter over their label-list index (null: none).
+META = "meta"
+META_FIELD = pa.field(META, pa.list_(pa.string()))
+
 DOCUMENTS_SCHEMA = pa.schema([
     _key("doc_id"),
     _required("source"),
@@ -87,6 +92,8 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("context_fallback", pa.string()),  # title/summary written by the offline fallback
     pa.field("embed_truncated", pa.int32()),  # texts the embedder could not read whole
     pa.field("ungraded_count", pa.int32()),  # propositions whose grading failed (not searchable)
+    pa.field("metadata", pa.string()),  # JSON object: the document's metadata (propdex.metadata)
+    META_FIELD,
 ])
 
 
@@ -108,6 +115,7 @@ def chunks_schema(dim: int) -> pa.Schema:
         pa.field("prop_error", pa.string()),  # why proposition extraction failed for this chunk
         _required("run_id"),
         _vector(dim),
+        META_FIELD,
     ])
 
 
@@ -132,6 +140,7 @@ def propositions_schema(dim: int) -> pa.Schema:
         pa.field("embed_model", pa.string()),
         _required("run_id"),
         _vector(dim),
+        META_FIELD,
     ])
 
 

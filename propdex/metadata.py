@@ -18,6 +18,7 @@ or value no document has matches nothing.
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -170,9 +171,10 @@ def file_metadata(path: str) -> Metadata:
     try:
         with open(sidecar, "rb") as handle:
             raw = handle.read(MAX_SIDECAR_BYTES + 1)
-    except FileNotFoundError:
-        return result
     except OSError as exc:
+        # A file whose name is already as long as names get cannot have a sidecar.
+        if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG, errno.ENOTDIR):
+            return result
         raise MetadataError(sidecar, f"cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_SIDECAR_BYTES:
         raise MetadataError(sidecar, f"larger than {MAX_SIDECAR_BYTES} bytes")

@@ -83,7 +83,8 @@ def commit_document(
     usage: Usage = context.usage + chunked.usage + propositions.usage
     row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id,
                        usage, embed_truncated=embeddings.truncated)
-    row.update(metadata=to_json(item.metadata), meta=entries(item.metadata) or None)
+    row.update(metadata=to_json(item.metadata), meta=entries(item.metadata) or None,
+               object_etag=item.etag, object_size=item.size)
     dim = int(embeddings.chunk_vectors.shape[1])
     open_index(settings, dim=dim).replace_document(
         row,

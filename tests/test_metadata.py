@@ -195,3 +195,9 @@ def test_update_metadata_relabels_every_row_of_the_document(tmp_path):
     assert (4, ["owls"], [], '{"team": "raptors", "year": "2025"}') == (
         updated, found(index, {"team": "raptors"}), found(index, {"team": "birds"}),
         index.document("owls")["metadata"])
+
+
+def test_a_file_with_the_longest_name_has_no_sidecar(tmp_path):
+    longest = tmp_path / (("é" * 123) + "12345.txt")  # 255 bytes: no room for ".meta.json"
+    longest.write_text("Text.", encoding="utf-8")
+    assert {} == file_metadata(str(longest))

@@ -94,6 +94,10 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("ungraded_count", pa.int32()),  # propositions whose grading failed (not searchable)
     pa.field("metadata", pa.string()),  # JSON object: the document's metadata (propdex.metadata)
     META_FIELD,
+    # Object-store sources (propdex.remote): the object's ETag and size when last indexed;
+    # a re-run that lists the same pair downloads nothing.
+    pa.field("object_etag", pa.string()),
+    pa.field("object_size", pa.int64()),
 ])
 
 

@@ -383,7 +383,9 @@ def _wait_for_first_commit(db: Path, folder: Path, ingest: subprocess.Popen,
     while not any(d["source"].startswith(str(folder))
                   for d in index.live_documents().documents.values()):
         if ingest.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the ingest committed nothing (exit {ingest.returncode})")
+            reason = ingest.stderr.read()[-2000:] if ingest.poll() is not None else "timed out"
+            raise RuntimeError(f"the ingest committed nothing (exit {ingest.returncode}): "
+                               f"{reason}")
         time.sleep(0.2)
 
 
@@ -519,7 +521,8 @@ def main() -> None:
                         help="seconds the writer waits after each committed replacement (0: "
                              "it commits flat out, a second heavy writer beside the ingest), "
                              "each in turn")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["cold", "concurrency"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["warm", "cold", "concurrency"],
+                        help="parts left out (warm: the warm HTTP, recall and cold parts)")
     add_corpus_argument(parser)
     args = parser.parse_args()
     use_corpus(args.corpus)
@@ -534,7 +537,7 @@ def main() -> None:
                 if settings.embedder == "minilm" else settings.embed_model_name)
     rows, cold, concurrent = [], {}, None
     try:
-        for n in args.sizes:
+        for n in ([] if "warm" in args.skip else args.sizes):
             db = build(n, data)
             with service(db, workdir / f"serve-{n}.log") as (url, ready, pid):
                 memory = _rss_mib(pid)

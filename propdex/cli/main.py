@@ -1,7 +1,7 @@
 """The propdex command line.
 
-`ingest` and `eval` run Prefect flows; `search`, `status` and `verify` read LanceDB directly and
-never import Prefect (its import and ephemeral server cost 15-25 s on small machines).
+`ingest` and `eval` run Prefect flows; `search`, `status` and `verify` read the index directly and
+never import Prefect (its import and ephemeral server take seconds).
 
 Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error (or a
 path refused by allowed_roots);

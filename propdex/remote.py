@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from propdex.errors import PathNotAllowedError, PropdexError
+from propdex.ids import sha256_file
 from propdex.security import check_uri_allowed
 from propdex.settings import Settings
 from propdex.sources import Discovery, is_supported
@@ -26,7 +27,6 @@ from propdex.sources import Discovery, is_supported
 # URL scheme -> the fsspec package that reads it (named in the error when it is missing).
 SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs",
            "abfs": "adlfs", "abfss": "adlfs"}
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,17 @@ def _filesystem(url: str, settings: Settings) -> Any:
     except (ImportError, ValueError) as exc:
         raise ObjectStoreError(url, f"reading {scheme}:// needs the {SCHEMES[scheme]} package "
                                     f"(pip install {SCHEMES[scheme]})") from exc
-    options: dict[str, Any] = {"skip_instance_cache": True}
+    # fsspec keeps one filesystem per set of options, so a run's listing and downloads share
+    # one client (creating one costs about a second).
+    options: dict[str, Any] = {}
     if SCHEMES[scheme] == "s3fs":
         # Every run lists afresh: a cached listing would hide new, changed and removed objects.
         options["use_listings_cache"] = False
         given = settings.storage_options or {}
-        if "endpoint" in given:
-            options["endpoint_url"] = given["endpoint"]
+        # Named here, not left to botocore, so that a changed endpoint is another filesystem.
+        endpoint = given.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            options["endpoint_url"] = endpoint
         if "aws_access_key_id" in given:
             options["key"] = given["aws_access_key_id"]
             options["secret"] = given.get("aws_secret_access_key")
@@ -111,20 +115,14 @@ def fetch(obj: RemoteObject, settings: Settings) -> tuple[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / Path(obj.url.rsplit("/", 1)[-1]).name
     partial = target.with_name(target.name + ".part")
-    digest = hashlib.sha256()
+    fs = _filesystem(obj.url, settings)
     try:
-        with _filesystem(obj.url, settings).open(obj.url, "rb") as source, \
-                open(partial, "wb") as copy:
-            while block := source.read(_CHUNK):
-                digest.update(block)
-                copy.write(block)
-    except ObjectStoreError:
-        raise
-    except Exception as exc:  # noqa: BLE001
+        fs.get_file(obj.url, str(partial))  # one GET, streamed to the file
+    except Exception as exc:  # noqa: BLE001 -- botocore, aiohttp and OSError faults alike
         partial.unlink(missing_ok=True)
         raise ObjectStoreError(obj.url, f"cannot read: {_reason(exc)}") from None
     os.replace(partial, target)
-    return str(target), digest.hexdigest()
+    return str(target), sha256_file(str(target))
 
 
 def discover_remote(arguments: list[str], settings: Settings, discovery: Discovery,

@@ -9,7 +9,9 @@ run over 1,000 objects takes most of an hour on a busy 2-core host) the document
 written directly, as bench/serve_indexes.py writes its indexes: one indexed row per object
 with the ETag and size the product's own listing gives, the content hash of its bytes and the
 run's settings fingerprint -- all the unchanged re-run compares. Then `propdex ingest` runs
-again --reruns times, each a new process, timed from its start to its exit (wall). Reported: the first
+again --reruns times, each a new process, timed from its start to its exit (wall), with the
+CPU it used (user + system: on a loaded host the wall time is mostly waiting for a core).
+Reported: the first
 run's time, each re-run's time next to a bare Python start-up, the objects indexed, and the
 copies the re-runs downloaded (must be 0: ETag and size match the ledger).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -92,10 +95,17 @@ def main() -> None:
     command = [sys.executable, "-m", "propdex.cli", "ingest", f"s3://{bucket}/notes/",
                "--db", str(work / "db"), "--json"]
 
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu_of_run: list[float] = []
+
     def run() -> tuple[float, dict]:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), children_cpu()
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - started
+        cpu_of_run.append(children_cpu() - cpu)
         if done.returncode != 0:
             sys.exit(f"ingest failed ({done.returncode}): {done.stderr[-2000:]}")
         return seconds, json.loads(done.stdout)
@@ -117,7 +127,8 @@ def main() -> None:
     for n in range(args.reruns):
         seconds, summary = run()
         copies = sum(1 for _ in (cache / "objects").rglob("*.txt"))
-        print(f"unchanged re-run {n + 1}: {seconds:.2f} s wall (python start-up alone "
+        print(f"unchanged re-run {n + 1}: {seconds:.2f} s wall, {cpu_of_run[-1]:.2f} s CPU "
+              f"(python start-up alone "
               f"{startup[n]:.2f} s), {len(summary['unchanged'])} unchanged, "
               f"{len(summary['documents'])} processed, {copies} objects downloaded")
     print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -135,3 +135,16 @@ def test_an_unreachable_store_is_refused_with_its_reason_and_nothing_is_lost(run
     assert ([store["prefix"]], "cannot list", [], [store["prefix"] + "owls.txt"]) == (
         [path for path, _ in summary["refused"]], reason[:11], summary["removed"],
         sources(store["db"]))
+
+
+def test_an_object_that_cannot_be_read_is_unreadable_with_its_reason(store):
+    from propdex.pipeline.plan import Plan, fetch_changed
+    from propdex.remote import RemoteObject
+    from propdex.settings import Settings
+
+    plan = Plan(fingerprint="fp")
+    gone = RemoteObject(f"s3://{store['bucket']}/notes/gone.txt", "etag", 10)
+    fetch_changed(plan, [gone], [], Settings(db=str(store["db"])), force=False, metadata=None)
+    reason = "cannot read: no such bucket or object"
+    assert ([(gone.url, reason)], []) == (
+        [(url, why[:len(reason)]) for url, why in plan.unreadable], plan.to_process)

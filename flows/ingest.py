@@ -133,10 +133,11 @@ def ingest(
             failures.append(_failure_outcome(item, exc))
             if isinstance(exc, LLMConfigurationError) and summary.stopped is None:
                 summary.stopped = str(exc)
-    for source, reason in plan.unreadable:
-        failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
-                                        status="failed", reason="unreadable", error=reason,
-                                        error_kind="input"))
+    for entries, kind in ((plan.unreadable, "input"), (plan.invalid_metadata, "metadata")):
+        for source, reason in entries:
+            failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
+                                            status="failed", reason="unreadable", error=reason,
+                                            error_kind=kind))
     summary.documents.extend(failures)
     if failures:
         hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}

@@ -102,3 +102,20 @@ def test_the_cli_meta_flag_labels_the_run(tmp_path, llm_env, capsys):
 def test_the_run_form_refuses_a_bad_key():
     with pytest.raises(ValueError, match="metadata: invalid key 'a=b'"):
         IngestOptions(metadata={"a=b": "x"})
+
+
+def test_fixing_bad_metadata_indexes_the_file_again(tmp_path, llm_env):
+    note = tmp_path / "herons.md"
+    note.write_text(NOTE, encoding="utf-8")
+    sidecar = tmp_path / "herons.md.meta.json"
+    _ingest([note], tmp_path / "db")
+    sidecar.write_text('{"a=b": "x"}', encoding="utf-8")
+    broken = _ingest([note], tmp_path / "db")
+    sidecar.write_text('{"team": "waders"}', encoding="utf-8")
+
+    fixed = _ingest([note], tmp_path / "db")
+
+    row = Index.open(str(tmp_path / "db"), create=False).document(doc_id_for(str(note)))
+    assert (["failed"], ["retry"], "indexed", '{"team": "waders"}') == (
+        [d["status"] for d in broken["documents"]], [d["reason"] for d in fixed["documents"]],
+        row["status"], row["metadata"])

@@ -41,6 +41,10 @@ class Plan:
     unchanged: list[str] = field(default_factory=list)
     removed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, source)
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+    # Files whose metadata (front matter, sidecar) breaks the rules: failed with error_kind
+    # "metadata", so the run after it is fixed processes them again although their bytes
+    # did not change (an "input" failure of unchanged bytes is never retried).
+    invalid_metadata: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
     # Unchanged documents whose metadata changed: their rows get it, nothing is re-run.
@@ -51,7 +55,7 @@ class Plan:
         """Nothing to process, record or remove: a run would write nothing. Arguments that
         matched nothing are only reported, so they do not count."""
         return not (self.to_process or self.removed or self.unreadable or self.refused
-                    or self.relabel)
+                    or self.relabel or self.invalid_metadata)
 
 
 def open_ledger(settings: Settings) -> Index:
@@ -179,7 +183,7 @@ def make_plan(
             plan.unreadable.append((source, f"cannot read file: {exc.strerror or exc}"))
             continue
         except MetadataError as exc:
-            plan.unreadable.append((source, f"invalid metadata: {exc}"))
+            plan.invalid_metadata.append((source, f"invalid metadata: {exc}"))
             continue
         _decide(plan, WorkItem(source, doc_id, digest, "", wanted), by_id.get(doc_id),
                 fingerprint, force)

@@ -66,8 +66,8 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("page_count", pa.int32()),
     _required("status"),
     pa.field("error", pa.string()),
-    # input | llm | configuration | timeout | storage | internal: an "input" failure of
-    # unchanged bytes is not retried by the next run; any other kind is.
+    # input | metadata | llm | configuration | timeout | storage | internal: an "input"
+    # failure of unchanged bytes is not retried by the next run; any other kind is.
     pa.field("error_kind", pa.string()),
     pa.field("chunk_count", pa.int32()),
     pa.field("proposition_count", pa.int32()),

@@ -144,6 +144,12 @@ def test_a_hostile_value_only_filters(db, value):
     assert ([], 4) == (found(index, {"team": value}), len(index.live_runs()))
 
 
+@pytest.mark.parametrize("key", [k for k in HOSTILE if "=" not in k])
+def test_a_hostile_key_only_filters(db, key):
+    index = Index.open(str(db), create=False)
+    assert ([], 4) == (found(index, {key: "birds"}), len(index.live_runs()))
+
+
 def test_a_value_with_quotes_is_matched_exactly(db):
     assert ["kites"] == found(Index.open(str(db), create=False), {"quote": "it's a 'kite'"})
 

@@ -55,7 +55,8 @@ def pipeline_texts(path: Path, work: Path) -> list[str]:
     from propdex.chunking import chunk_and_count
     from propdex.extract import extract_document
     from propdex.llm.offline import OfflineBackend
-    from propdex.pipeline.context import attach_headers, document_context
+    from propdex.pipeline.context import document_context
+    from propdex.pipeline.headers import attach_headers
     from propdex.pipeline.propositions import propositions_for_document
     from propdex.settings import Settings
 

@@ -49,7 +49,7 @@ HELD_OUT_QUERIES = 200
 NOISE_NORMS = (0.4, 1.2)
 SEED = 20241123
 # propdex's earlier index settings (IVF_HNSW_SQ, nprobes 20, refine 2, then IVF_FLAT with
-# sqrt(rows) partitions and nprobes 40), kept for comparison; propdex/store/index.py now
+# sqrt(rows) partitions and nprobes 40), kept for comparison; propdex/store/maintenance.py now
 # builds IVF_FLAT with 2,048-row partitions (vector_index_partitions / vector_index_probes).
 HNSW_NPROBES, HNSW_REFINE = 20, 2
 
@@ -246,7 +246,7 @@ def index_configs(n: int) -> list[tuple[str, object, list[tuple[int, int | None]
     """(name, LanceDB index config, [(nprobes, refine_factor), ...]) per candidate."""
     from lancedb.index import HnswSq, IvfFlat, IvfPq, IvfRq
 
-    from propdex.store.index import vector_index_partitions, vector_index_probes
+    from propdex.store.maintenance import vector_index_partitions, vector_index_probes
 
     partitions = max(16, int(np.sqrt(n)))
     ours = vector_index_partitions(n)

@@ -2,7 +2,7 @@
 commits -- all through the product's path (propdex.search.search behind IndexReader).
 
     python bench/bench_serve.py [--sizes 100000 1000000] [--queries 100] [--cold-runs 10]
-                                [--clients 32] [--seconds 60] [--refresh-seconds S]
+                                [--clients 32] [--seconds 60]
                                 [--workers 1 2] [--ingest-nice 0 19] [--writer-interval 1]
                                 [--corpus ../shared/corpus]
 
@@ -13,14 +13,12 @@ by the configured embedder (PROPDEX_EMBEDDER, default MiniLM) inside the product
 1. Cold CLI: `python -m propdex.cli search QUERY --db DB --json`, a new process each time,
    wall time (imports, embedder load, index open, search) -- at the smallest size only; and
    the same with PROPDEX_SERVER_URL naming the running service.
-2. Warm HTTP: `propdex serve --db DB --engine E` in its own process, for each --engines
-   (memory: the live rows held in memory, the default; lancedb: LanceDB at each query), side
-   by side; one client sends the queries one after the other (POST /search, k=10, default
-   level and mode); p50 / p95 wall per request, and the service's RSS once it answered.
-3. Recall@10 of the same function, in-process: the search as served (the resident index's
-   IVF above 50,000 rows, or LanceDB's IVF_FLAT) against the same call searching every
-   vector (ResidentIndex(exact=True), or Index(exact_search=True)); recall = shared chunk
-   ids / exact chunk ids.
+2. Warm HTTP: `propdex serve --db DB` in its own process; one client sends the queries one
+   after the other (POST /search, k=10, default level and mode); p50 / p95 wall per request,
+   and the service's RSS once it answered.
+3. Recall@10 of the same function, in-process: the search as served (through the tables'
+   IVF_FLAT indexes) against the same call searching every vector
+   (LanceReader(exact=True)); recall = shared chunk ids / exact chunk ids.
 4. Concurrency (smallest size, on a copy of its index): --clients threads query the service
    for --seconds while (a) a real `propdex ingest` of generated text files commits documents
    (offline LLM backend, same embedder) and (b) a writer process replaces benchmark documents
@@ -99,10 +97,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float | None = None,
-            workers: int = 1):
-    """`propdex serve --db DB --engine ENGINE --workers N [--refresh-seconds S]` on a free
-    port; yields (url, seconds until it answered, pid of the command)."""
+def service(db: Path, log: Path, workers: int = 1):
+    """`propdex serve --db DB --workers N` on a free port; yields (url, seconds until it
+    answered, pid of the command)."""
     import httpx
 
     port = free_port()
@@ -110,8 +107,7 @@ def service(db: Path, log: Path, engine: str = "memory", refresh_seconds: float 
     with open(log, "w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "propdex.cli", "serve", "--db", str(db), "--port", str(port),
-             "--engine", engine, "--workers", str(workers),
-             *([] if refresh_seconds is None else ["--refresh-seconds", str(refresh_seconds)])],
+             "--workers", str(workers)],
             # A session of its own, as a service started from its own terminal or by an
             # init system: with autogroup scheduling (the Linux default) CPU is shared
             # between sessions first, and the clients' and writer's session is not its own.
@@ -188,10 +184,9 @@ class Connection:
     """One keep-alive HTTP/1.1 connection to the service, POSTing JSON: the benchmark's
     client, a socket and the few lines of HTTP/1.1 the service's answers need (a status line,
     headers, a Content-Length body). Why not a client library: the 32 clients share the
-    service's two cores, and what they spend is taken from the searches. httpx spent about
-    5 ms of CPU per request under 32 clients (bench/RESULTS.md); the standard library's
-    http.client 0.59 ms on one thread and 1.0 ms under 32 (its header parsing, through the
-    email package), a sixth of the service's own CPU per request."""
+    service's two cores, and what they spend is taken from the searches: httpx and the
+    standard library's http.client (its header parsing, through the email package) spent a
+    large share of the service's own CPU per request (bench/RESULTS.md)."""
 
     def __init__(self, url: str, timeout: float = 60):
         host, _, port = url.removeprefix("http://").partition(":")
@@ -264,22 +259,19 @@ def warm_http(url: str, queries: list[str], options: dict) -> list[float]:
 
 
 # 3. Recall ---------------------------------------------------------------------------------
-def recall_at_k(db: Path, queries: list[str], options: dict, engine: str,
-                ) -> tuple[float, float, float]:
+def recall_at_k(db: Path, queries: list[str], options: dict) -> tuple[float, float, float]:
     """Mean recall@10 of the served search against exact search through the same function,
-    and the in-process p50 of each (ms). Exact: every vector compared (the resident index
-    without its IVF, or LanceDB without its vector index)."""
+    and the in-process p50 of each (ms). Exact: every vector compared, the tables' vector
+    indexes left out."""
     from propdex.api import IndexReader
-    from propdex.resident import ResidentIndex
     from propdex.search import search
+    from propdex.search.rankings import LanceReader
     from propdex.settings import Settings
-    from propdex.store import Index
 
-    reader = IndexReader(Settings(db=str(db)), resident=engine == "memory")
-    exact_index = Index.open(str(db), create=False, exact_search=engine == "lancedb")
-    exact = ResidentIndex(exact_index, exact=True) if engine == "memory" else exact_index
+    reader = IndexReader(Settings(db=str(db)))
+    exact = LanceReader(reader.index.uri, exact=True)
     reader.warm_up()
-    served_source = reader.resident or reader.index
+    served_source = reader.reader
     hits, wanted, fast, slow = 0, 0, [], []
     for query in queries:
         vector = reader.embedder.embed_query(query)
@@ -309,7 +301,7 @@ def _writer(db: str, vectors: np.ndarray, stop, commits, nice: int, interval: fl
     version of another document made of the query vectors themselves. Runs in a process of
     its own (its Python work would otherwise hold up the clients' threads and count in their
     latencies); puts (round, when its replacement began) on ``commits`` once it is committed."""
-    from propdex.priority import lower_priority
+    from propdex.cli.priority import lower_priority
     from propdex.store import Index
 
     os.setsid()  # its own session, like the ingest's (see service())
@@ -391,7 +383,9 @@ def _wait_for_first_commit(db: Path, folder: Path, ingest: subprocess.Popen,
     while not any(d["source"].startswith(str(folder))
                   for d in index.live_documents().documents.values()):
         if ingest.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the ingest committed nothing (exit {ingest.returncode})")
+            reason = ingest.stderr.read()[-2000:] if ingest.poll() is not None else "timed out"
+            raise RuntimeError(f"the ingest committed nothing (exit {ingest.returncode}): "
+                               f"{reason}")
         time.sleep(0.2)
 
 
@@ -428,9 +422,8 @@ def _quiet_clients(url: str, queries: list[str], clients: int, seconds: float) -
 
 
 def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarray,
-                clients: int, seconds: float, workdir: Path, engine: str,
-                refresh_seconds: float | None, workers: int, ingest_nice: int,
-                writer_interval: float) -> dict:
+                clients: int, seconds: float, workdir: Path, workers: int,
+                ingest_nice: int, writer_interval: float) -> dict:
     run = f"{workers}-{ingest_nice}-{writer_interval:g}"
     copy = workdir / f"concurrent-db-{run}"
     shutil.copytree(db, copy)
@@ -439,8 +432,7 @@ def concurrency(db: Path, data: Sentences, queries: list[str], vectors: np.ndarr
     load = Load()
     spawn = multiprocessing.get_context("spawn")
     stop, commits = spawn.Event(), spawn.Queue()
-    with service(copy, workdir / f"serve-concurrent-{workers}.log", engine, refresh_seconds,
-                 workers) as (url, _, pid):
+    with service(copy, workdir / f"serve-concurrent-{workers}.log", workers) as (url, _, pid):
         # Each query once first: a new service embeds a query the first time it sees it
         # (ONNX Runtime, tens of milliseconds), which was a sixth of the quiet window's CPU
         # (py-spy); the window is the reference for a warm service.
@@ -529,14 +521,8 @@ def main() -> None:
                         help="seconds the writer waits after each committed replacement (0: "
                              "it commits flat out, a second heavy writer beside the ingest), "
                              "each in turn")
-    parser.add_argument("--refresh-seconds", type=float,
-                        help="the service's --refresh-seconds in the concurrency part "
-                             "(default: the product's default)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["cold", "concurrency"])
-    parser.add_argument("--engines", nargs="+", default=["memory", "lancedb"],
-                        choices=["memory", "lancedb"],
-                        help="what the service searches (side by side; the first one also "
-                             "serves the cold and concurrency parts)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["warm", "cold", "concurrency"],
+                        help="parts left out (warm: the warm HTTP, recall and cold parts)")
     add_corpus_argument(parser)
     args = parser.parse_args()
     use_corpus(args.corpus)
@@ -551,30 +537,26 @@ def main() -> None:
                 if settings.embedder == "minilm" else settings.embed_model_name)
     rows, cold, concurrent = [], {}, None
     try:
-        for n in args.sizes:
+        for n in ([] if "warm" in args.skip else args.sizes):
             db = build(n, data)
-            for engine in args.engines:
-                with service(db, workdir / f"serve-{n}-{engine}.log", engine) as (url, ready,
-                                                                                   pid):
-                    memory = _rss_mib(pid)
-                    http = {}
-                    for name, options in CONFIGS.items():
-                        cpu_before = cpu_seconds(pid)
-                        latencies = warm_http(url, queries, options)  # plus 5 warm-ups
-                        http[name] = (latencies, (cpu_seconds(pid) - cpu_before) * 1000
-                                      / (len(queries) + 5))
-                    if (n == min(args.sizes) and engine == args.engines[0]
-                            and "cold" not in args.skip):
-                        cold = {"direct": cold_cli(db, queries, args.cold_runs),
-                                "service": cold_cli(db, queries, args.cold_runs, url)}
+            with service(db, workdir / f"serve-{n}.log") as (url, ready, pid):
+                memory = _rss_mib(pid)
+                http = {}
                 for name, options in CONFIGS.items():
-                    latencies, cpu_ms = http[name]
-                    recall, served_ms, exact_ms = recall_at_k(
-                        db, queries[:args.recall_queries], options, engine)
-                    rows.append((n, engine, name, ready, memory, statistics.median(latencies),
-                                 percentile(latencies, 95), cpu_ms, recall, served_ms,
-                                 exact_ms))
-                print(f"  {n} {engine}: done", file=sys.stderr, flush=True)
+                    cpu_before = cpu_seconds(pid)
+                    latencies = warm_http(url, queries, options)  # plus 5 warm-ups
+                    http[name] = (latencies, (cpu_seconds(pid) - cpu_before) * 1000
+                                  / (len(queries) + 5))
+                if n == min(args.sizes) and "cold" not in args.skip:
+                    cold = {"direct": cold_cli(db, queries, args.cold_runs),
+                            "service": cold_cli(db, queries, args.cold_runs, url)}
+            for name, options in CONFIGS.items():
+                latencies, cpu_ms = http[name]
+                recall, served_ms, exact_ms = recall_at_k(
+                    db, queries[:args.recall_queries], options)
+                rows.append((n, name, ready, memory, statistics.median(latencies),
+                             percentile(latencies, 95), cpu_ms, recall, served_ms, exact_ms))
+            print(f"  {n}: done", file=sys.stderr, flush=True)
         if "concurrency" not in args.skip:
             from propdex.api import IndexReader
             from propdex.settings import Settings
@@ -582,8 +564,8 @@ def main() -> None:
             embed = IndexReader(Settings(db=str(workdir / "unused"))).embedder
             vectors = np.asarray(embed.embed(queries), dtype=np.float32)
             concurrent = [concurrency(build(min(args.sizes), data), data, queries, vectors,
-                                      args.clients, args.seconds, workdir, args.engines[0],
-                                      args.refresh_seconds, workers, nice, interval)
+                                      args.clients, args.seconds, workdir, workers, nice,
+                                      interval)
                           for interval in args.writer_interval
                           for nice in args.ingest_nice for workers in args.workers]
     finally:
@@ -613,23 +595,21 @@ def report(rows, cold, concurrent, data: Sentences, args, embedder: str, load: f
           f"default = level {DEFAULT_LEVEL}, mode {DEFAULT_MODE}), and recall@10 of the same "
           f"search against exact (flat) search through the same function "
           f"({args.recall_queries} queries):\n")
-    print("| propositions | documents | engine | search | service ready s | service RSS MiB | "
+    print("| propositions | documents | search | service ready s | service RSS MiB | "
           "HTTP p50 ms | HTTP p95 ms | service CPU ms / request | recall@10 | "
           "in-process p50 ms | exact p50 ms |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, engine, name, ready, memory, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
-        print(f"| {n:,} | {n // 100:,} | {engine} | {name} | {ready:.1f} | {memory:,.0f} | "
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, name, ready, memory, p50, p95, cpu_ms, recall, served_ms, exact_ms in rows:
+        print(f"| {n:,} | {n // 100:,} | {name} | {ready:.1f} | {memory:,.0f} | "
               f"{p50:.1f} | {p95:.1f} | {cpu_ms:.1f} | {recall:.3f} | {served_ms:.1f} | "
               f"{exact_ms:.1f} |")
     if concurrent:
-        print(f"\n{args.clients} concurrent clients ({args.engines[0]} engine) at "
+        print(f"\n{args.clients} concurrent clients at "
               f"{min(args.sizes):,} propositions: first {QUIET_SECONDS} s with nothing "
               f"committing, then for {args.seconds:.0f} s while `propdex ingest` (offline "
               f"LLM backend, its own session) commits documents and a writer process commits "
               f"replacements, each after appending an uncommitted version built from the "
-              f"query vectors (the writer waits the interval after each commit, 0: flat out); "
-              f"service refresh: "
-              f"{args.refresh_seconds if args.refresh_seconds is not None else 'default'} s. "
+              f"query vectors (the writer waits the interval after each commit, 0: flat out). "
               f"Lag = from the start of a writer's replacement to the first answer holding "
               f"it.\n")
         print("| workers | ingest nice | writer interval s | phase | requests | errors | "

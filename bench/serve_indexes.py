@@ -47,9 +47,17 @@ from bench_search import (  # noqa: E402
 CACHE = Path(tempfile.gettempdir()) / "propdex-bench" / "serve"
 PROPS_PER_CHUNK = 10
 CHUNKS_PER_DOC = 10
+# Document metadata (propdex.metadata) for filtered searches: "group" has ten values, each
+# held by every tenth document, so a filter on one group matches 10% of the documents.
+GROUPS = 10
+
+
+def doc_metadata(doc: int) -> list[str]:
+    """The "key=value" entries of benchmark document ``doc``."""
+    return [f"group=g{doc % GROUPS}", f"year={2015 + doc % 7}"]
 RUN_ID = "bench-run-1"
 BATCH = 100_000
-FORMAT = "2"  # bump when the layout below or optimize()'s indexes change, so cached indexes are rebuilt
+FORMAT = "3"  # bump when the layout below or optimize()'s indexes change, so cached indexes are rebuilt
 
 
 @dataclass
@@ -118,6 +126,9 @@ def _documents(n_docs: int) -> pa.Table:
         "pipeline_version": ["bench"] * rows, "run_id": [RUN_ID] * rows,
         "last_run_id": [RUN_ID] * rows, "ingested_at": [now] * rows,
         "last_attempt_at": [now] * rows,
+        "metadata": [json.dumps(dict(e.split("=", 1) for e in doc_metadata(d)))
+                     for d in range(rows)],
+        "meta": [doc_metadata(d) for d in range(rows)],
     }
     arrays = [pa.array(columns.get(f.name, [None] * rows), type=f.type)
               for f in DOCUMENTS_SCHEMA]
@@ -170,6 +181,7 @@ def build(n_props: int, data: Sentences, *, force: bool = False) -> Path:
         doc_ids = [f"doc-{d:05d}" for d in doc]
         chunk_ids = [f"{doc_ids[i]}:c{chunk[i] % CHUNKS_PER_DOC}" for i in range(count)]
         sources = [f"/bench/corpus/{d}.pdf" for d in doc_ids]
+        meta = [doc_metadata(d) for d in doc]
         props.add(_rows(schema_for(PROPOSITIONS, DIM), {
             "prop_id": [f"{c}:p{o % PROPS_PER_CHUNK}" for c, o in zip(chunk_ids, ordinal, strict=True)],
             "chunk_id": chunk_ids, "doc_id": doc_ids,
@@ -179,7 +191,7 @@ def build(n_props: int, data: Sentences, *, force: bool = False) -> Path:
             "page_end": page, "source": sources, "content_sha256": [f"sha-{d}" for d in doc_ids],
             "llm_model": ["offline-rules"] * count, "prompt_version": ["v2"] * count,
             "embed_model": ["all-MiniLM-L6-v2"] * count, "run_id": [RUN_ID] * count,
-            "vector": _vectors(vectors),
+            "vector": _vectors(vectors), "meta": meta,
         }, count))
         # One chunk per PROPS_PER_CHUNK propositions: its first proposition's row stands
         # for it; its text joins its propositions' sentences and its vector is their mean.
@@ -198,6 +210,7 @@ def build(n_props: int, data: Sentences, *, force: bool = False) -> Path:
             "content_sha256": [f"sha-{doc_ids[i]}" for i in firsts],
             "embed_model": ["all-MiniLM-L6-v2"] * len(firsts), "prop_error": [None] * len(firsts),
             "run_id": [RUN_ID] * len(firsts), "vector": _vectors(means.astype(np.float32)),
+            "meta": [meta[i] for i in firsts],
         }, len(firsts)))
         print(f"  {n_props}: {stop} propositions written", file=sys.stderr, flush=True)
     written = time.perf_counter() - started

@@ -11,7 +11,7 @@ from prefect.states import Failed
 
 from flows.parameters import IngestOptions
 from flows.runners import task_runner_for
-from propdex import progress
+from propdex.cli import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
     DocumentTimeoutError,
@@ -33,6 +33,7 @@ from tasks.index import (
     prune,
     publish_report,
     record_failures,
+    relabel,
     sweep,
 )
 
@@ -98,7 +99,7 @@ def ingest(
     settings = deployment_allowed_roots(options.settings(db))
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
-    plan = plan_run(sources, settings, force, prune_removed)
+    plan = plan_run(sources, settings, force, prune_removed, options.document_metadata())
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
     fp = plan.fingerprint
@@ -132,15 +133,17 @@ def ingest(
             failures.append(_failure_outcome(item, exc))
             if isinstance(exc, LLMConfigurationError) and summary.stopped is None:
                 summary.stopped = str(exc)
-    for source, reason in plan.unreadable:
-        failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
-                                        status="failed", reason="unreadable", error=reason,
-                                        error_kind="input"))
+    for entries, kind in ((plan.unreadable, "input"), (plan.invalid_metadata, "metadata")):
+        for source, reason in entries:
+            failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
+                                            status="failed", reason="unreadable", error=reason,
+                                            error_kind=kind))
     summary.documents.extend(failures)
     if failures:
         hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}
         record_failures(failures, settings, fp, run_id, hashes)
     summary.removed = prune(plan.removed, settings)
+    summary.metadata_updated = relabel(plan.relabel, settings) if plan.relabel else []
     if summary.wrote:
         optimize(settings)
     summary.seconds = time.perf_counter() - started

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from propdex.metadata import Metadata, normalise
 from propdex.settings import Settings
 
 # The choice that leaves a setting to its PROPDEX_* variable, then to propdex's default. A
@@ -58,6 +59,23 @@ class IngestOptions(BaseModel):
     document_concurrency: int | None = Field(
         None, ge=1, title="Documents at once", description="Documents processed at once; default 4."
     )
+    metadata: dict[str, str | list[str]] | None = Field(
+        None, title="Metadata",
+        description="KEY: VALUE pairs (a value may be a list) given to every document of the "
+                    "run; a file's front matter or <file>.meta.json wins key by key. Searches "
+                    "filter on them with where.",
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _valid_metadata(cls, value: dict | None) -> dict | None:
+        if value is not None:
+            normalise(value, "metadata")  # MetadataError (a ValueError) names the key
+        return value
+
+    def document_metadata(self) -> Metadata:
+        """The run's metadata for every document, normalised."""
+        return normalise(self.metadata or {}, "metadata")
 
     @field_validator("llm", "chunker", "embedder", mode="before")
     @classmethod
@@ -66,7 +84,8 @@ class IngestOptions(BaseModel):
         return DEFAULT if value is None else value
 
     def settings(self, db: str) -> Settings:
-        values = {k: v for k, v in self.model_dump(exclude_none=True).items() if v != DEFAULT}
+        values = {k: v for k, v in self.model_dump(exclude_none=True, exclude={"metadata"}).items()
+                  if v != DEFAULT}
         threshold = values.pop("threshold", None)
         if threshold is not None:
             for name in ("accuracy", "clarity", "completeness", "conciseness"):

@@ -96,15 +96,28 @@ def _uri_parts(uri: str) -> list[str]:
     return [scheme.lower(), *[part for part in rest.split("/") if part]]
 
 
+def _uri_within(uri: str, roots: list[str]) -> bool:
+    parts = _uri_parts(uri)
+    allowed = [_uri_parts(root) for root in roots if "://" in root]
+    return ".." not in parts and any(parts[:len(root)] == root for root in allowed)
+
+
+def check_uri_allowed(uri: str, roots: list[str]) -> str:
+    """An object-store source ``uri`` when no roots are set or it lies under a URI root (by
+    segments; a ``..`` segment is refused), else PathNotAllowedError naming it."""
+    if roots and not _uri_within(uri, roots):
+        shown = ", ".join(roots)
+        raise PathNotAllowedError(uri, f"refused: is {uri}, outside the allowed roots ({shown})")
+    return uri
+
+
 def check_db_allowed(db: str, roots: list[str], base: str | os.PathLike[str]) -> str:
     """``db`` (a folder, relative to ``base``, or an object-store URI) when it is one of
     ``roots`` or lies below one, else DatabaseNotAllowedError with the refusal message
     sources get. A folder is compared resolved (symlinks, ``..``); a URI by its segments,
     and one with a ``..`` segment is refused outright."""
     if "://" in db:
-        parts = _uri_parts(db)
-        allowed = [_uri_parts(root) for root in roots if "://" in root]
-        if ".." not in parts and any(parts[:len(root)] == root for root in allowed):
+        if _uri_within(db, roots):
             return db
         shown = ", ".join(root for root in roots)
         raise DatabaseNotAllowedError(db, f"refused: is {db}, outside the allowed database "

@@ -186,17 +186,11 @@ class Settings(BaseSettings):
     )
     serve_host: str = Field("127.0.0.1", description="Address `propdex serve` binds.")
     serve_port: int = Field(8765, ge=0, le=65535, description="Port `propdex serve` listens on.")
-    serve_engine: Literal["memory", "lancedb"] = Field(
-        "memory", description="What `propdex serve` and `propdex mcp` search: the live rows held in memory (loaded at start, kept current with each commit) or LanceDB at every query (no load, less memory, slower).",
-    )
     ingest_nice: int = Field(
         0, ge=0, le=19, description="CPU niceness `propdex ingest` runs at (`--nice`), in a session of its own so that it also yields to processes of other sessions under autogroup scheduling: 19 keeps a `propdex serve` on the same machine responsive while the ingest takes the CPU left.",
     )
     serve_workers: int = Field(
-        1, ge=1, le=64, description="Processes `propdex serve` answers with, on one port. Each holds its own copy of the in-memory index (its memory and load time times the workers) and has a GIL of its own: on 2 cores, 32 clients got about 40% more answers from 2 workers than from 1 (bench/RESULTS.md).",
-    )
-    serve_refresh_seconds: float = Field(
-        1.0, ge=0, description="How often, at most, the in-memory index of `propdex serve` and `propdex mcp` takes in new commits: a commit is searchable within about 0.1 s when commits are rare and within this many seconds under a stream of them. 0 = every search checks for a commit and waits for it (read your commits; each commit then costs the searches a refresh).",
+        1, ge=1, le=64, description="Processes `propdex serve` answers with, on one port. Each has its own reader, embedder and GIL (its memory times the workers).",
     )
     api_cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Origins allowed cross-origin requests to `propdex serve` (JSON list or comma-separated); empty = no CORS.",

@@ -6,6 +6,7 @@ tasks.policies): a re-run after a crash reuses every stage a document already fi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -23,8 +24,9 @@ from propdex.models import (
     ExtractedDocument,
     Usage,
 )
-from propdex.pipeline.context import attach_headers, document_context
+from propdex.pipeline.context import document_context
 from propdex.pipeline.embedding import embed_with_cache
+from propdex.pipeline.headers import attach_headers
 from propdex.pipeline.plan import WorkItem
 from propdex.pipeline.propositions import propositions_for_document
 from propdex.pipeline.timing import stage_timer
@@ -66,7 +68,13 @@ def extract(item: WorkItem, settings: Settings, fingerprint: str, salt: str = ""
     # Bad input is permanent: no retries. A worker process runs PyMuPDF, killed at the deadline.
     deadline = _deadline(item, settings)
     with stage_timer(item.doc_id, "extract"), document_deadline(deadline, "extraction"):
-        return extract_isolated(item.source, settings, deadline)
+        if item.local_path is None:
+            return extract_isolated(item.source, settings, deadline)
+        # An object-store source: its URL was checked against the allowed roots when listed;
+        # the bytes are propdex's own copy, and the URL stays the document's source.
+        local = settings.model_copy(update={"allowed_roots": []})
+        doc = extract_isolated(item.local_path, local, deadline)
+        return dataclasses.replace(doc, source=item.source, doc_id=item.doc_id)
 
 
 @task(name="document-context", retries=2, retry_delay_seconds=[2, 10],

@@ -9,6 +9,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.client.orchestration import get_client
 from prefect.runtime import deployment
 
+from propdex.metadata import Metadata, entries, to_json
 from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.pipeline.plan import Plan, WorkItem, plan_sources
@@ -58,9 +59,10 @@ def deployment_allowed_roots(settings: Settings) -> Settings:
 
 
 @task(name="plan", retries=0)
-def plan_run(sources: list[str], settings: Settings, force: bool, prune: bool) -> Plan:
+def plan_run(sources: list[str], settings: Settings, force: bool, prune: bool,
+             metadata: Metadata | None = None) -> Plan:
     """Discover the sources and compare them with the ledger (content hash + fingerprint)."""
-    return plan_sources(sources, settings, force=force, prune=prune)
+    return plan_sources(sources, settings, force=force, prune=prune, metadata=metadata)
 
 
 @task(name="sweep-uncommitted", retries=2, retry_condition_fn=retry_transient)
@@ -81,6 +83,8 @@ def commit_document(
     usage: Usage = context.usage + chunked.usage + propositions.usage
     row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id,
                        usage, embed_truncated=embeddings.truncated)
+    row.update(metadata=to_json(item.metadata), meta=entries(item.metadata) or None,
+               object_etag=item.etag, object_size=item.size)
     dim = int(embeddings.chunk_vectors.shape[1])
     open_index(settings, dim=dim).replace_document(
         row,
@@ -133,6 +137,16 @@ def prune(removed: list[tuple[str, str]], settings: Settings) -> list[str]:
     if removed:
         open_index(settings, create=False).delete_documents([d for d, _ in removed])
     return [source for _, source in removed]
+
+
+@task(name="update-metadata", retries=2, retry_condition_fn=retry_transient)
+def relabel(items: list[WorkItem], settings: Settings) -> list[str]:
+    """Give unchanged documents their new metadata: their rows are updated in place, with no
+    extraction, LLM call or embedding."""
+    index = open_index(settings, create=False)
+    for item in items:
+        index.update_metadata(item.doc_id, to_json(item.metadata), entries(item.metadata))
+    return [item.source for item in items]
 
 
 @task(name="optimize-index", retries=1, retry_condition_fn=retry_transient)

@@ -12,8 +12,7 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from propdex import progress
-from propdex.cli import main
+from propdex.cli import main, progress
 from propdex.pipeline.plan import needs_run, plan_sources
 from propdex.settings import Settings
 

@@ -1,4 +1,4 @@
-"""What a one-shot search imports: not LanceDB (nor its REST client), not Prefect, not torch."""
+"""What a one-shot search imports: not LanceDB, not Prefect, not torch."""
 
 from __future__ import annotations
 
@@ -9,26 +9,6 @@ import sys
 import pytest
 
 from tests.service_harness import REPO
-
-
-def test_searching_a_folder_never_imports_the_rest_client_which_still_works(tmp_path):
-    code = f"""
-import sys
-
-import pytest
-from propdex.search import search
-from propdex.store import Index
-from tests.store_rows import DIM, axis, make_version
-index = Index.open({str(tmp_path / "db")!r}, dim=DIM)
-index.replace_document(*make_version("a", "r1", ["Owls hunt at night."]).rows)
-hits = len(search(index, "owls", axis(0), level="both", k=3))
-loaded = any(m.startswith("lance_namespace_urllib3_client.api") for m in sys.modules)
-import lance_namespace_urllib3_client as rest
-print(hits, loaded, rest.ApiClient.__name__)
-"""
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, check=True)
-    assert "1 False ApiClient" == done.stdout.strip()
 
 
 def test_a_one_shot_search_imports_neither_lancedb_nor_prefect_nor_torch(tmp_path):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from propdex.ephemeral_server import NOT_NEEDED
-from propdex.prefect_api import EphemeralApi
+from propdex.prefect_runtime.api import EphemeralApi
+from propdex.prefect_runtime.server import NOT_NEEDED
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 ])
 def test_the_server_process_steps_aside_when_not_needed(tmp_path, setting):
     env = {**os.environ, "PREFECT_HOME": str(tmp_path), "PYTHONPATH": str(REPO), **setting}
-    done = subprocess.run([sys.executable, "-m", "propdex.ephemeral_server", "0"], env=env,
+    done = subprocess.run([sys.executable, "-m", "propdex.prefect_runtime.server", "0"], env=env,
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert NOT_NEEDED == done.returncode
 
@@ -57,7 +57,7 @@ def test_the_server_is_launched_without_importing_prefect(tmp_path):
     script = textwrap.dedent("""
         import sys, time, urllib.request
         sys.modules["prefect"] = None  # any import of Prefect here would fail
-        from propdex.prefect_api import _free_port, launch_server_process
+        from propdex.prefect_runtime.api import _free_port, launch_server_process
         port = _free_port()
         server = launch_server_process(port)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from propdex.search.rankings import LanceReader
 from propdex.store import Index
 from tests.service_harness import REPO
 from tests.store_rows import DIM, make_version
@@ -59,28 +60,11 @@ def test_a_missing_database_has_no_live_documents(tmp_path):
     assert ({}, False) == (index.live_documents().runs, (tmp_path / "nothing").exists())
 
 
-def test_rows_of_a_snapshot_read_at_its_row_versions_outlive_a_later_replacement(tmp_path):
-    reader = Index.open(str(tmp_path / "db"), dim=DIM)
+def test_a_readers_map_is_reused_until_a_commit_changes_it(tmp_path):
     writer = Index.open(str(tmp_path / "db"), dim=DIM)
     committed(writer, "a", "r1")
-    snapshot = reader.live_documents()
-    versions = reader.row_versions(snapshot)
-    committed(writer, "a", "r2")  # deletes r1's rows once r2 is committed
-
-    def runs(name: str, version: int | None = None) -> list[str]:
-        return [run for batch in reader.read_batches(name, ["run_id"], version=version)
-                for run in batch.column("run_id").to_pylist()]
-
-    assert (["r1"], ["r1"], ["r2"], ["r2"]) == (
-        runs("chunks", versions["chunks"]), sorted(set(runs("propositions",
-                                                            versions["propositions"]))),
-        runs("chunks"), sorted(set(runs("propositions"))))
-
-
-def test_a_snapshot_has_no_row_versions_once_a_commit_landed_after_it(tmp_path):
-    index = Index.open(str(tmp_path / "db"), dim=DIM)
-    committed(index, "a", "r1")
-    snapshot = index.live_documents()
-    held = index.row_versions(snapshot)
-    committed(index, "b", "r1")
-    assert (True, None) == (held is not None, index.row_versions(snapshot))
+    reader = LanceReader(writer.uri)
+    first = reader.live_documents()
+    same = reader.live_documents()
+    committed(writer, "b", "r1")
+    assert (True, {"a": "r1", "b": "r1"}) == (same is first, reader.live_documents().runs)

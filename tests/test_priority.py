@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from propdex.priority import run_at_lower_priority
+from propdex.cli.priority import run_at_lower_priority
 from tests.prefect_server import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 # sleeps, for the signal test); the parent ends with the status the function returns.
 SCRIPT = """
 import json, os, sys, time
-from propdex.priority import run_at_lower_priority
+from propdex.cli.priority import run_at_lower_priority
 status = run_at_lower_priority({nice})
 if status is not None:
     sys.exit(status)

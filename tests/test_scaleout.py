@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from flows.runners import LOCAL_THREADS_PER_WORKER, THREADS, task_runner_for
-from propdex.resident import ResidentIndex
 from propdex.search import search
+from propdex.search.rankings import LanceReader
 from propdex.settings import Settings
 from propdex.store import Index
-from propdex.store.dataset_rankings import DatasetRankings
 from tests.pdf_factory import make_pdf
 from tests.scripted_server import ScriptedServer
 
@@ -296,27 +295,27 @@ def test_s3_index_reads_nothing_from_an_empty_bucket(s3_settings):
 
 @pytest.mark.prefect
 def test_s3_one_shot_search_reads_the_bucket_through_pylance(s3_runs, s3_settings):
-    one_shot = DatasetRankings(s3_settings.db_uri, s3_settings.storage_options)
+    one_shot = LanceReader(s3_settings.db_uri, s3_settings.storage_options)
     assert ["quokka.md"] == fts_sources(s3_settings, "Perito Moreno Glacier", one_shot)
 
 
 def test_s3_one_shot_search_of_an_empty_bucket_finds_nothing(s3_settings):
     empty = s3_settings.model_copy(update={"db": s3_settings.db + "-empty"})
-    one_shot = DatasetRankings(empty.db_uri, empty.storage_options)
+    one_shot = LanceReader(empty.db_uri, empty.storage_options)
     assert (None, []) == (one_shot.live_documents().version,
                           fts_sources(empty, "quokka", one_shot))
 
 
 @pytest.mark.prefect
-def test_s3_resident_index_takes_a_commit_in(s3_runs, s3_settings):
+def test_s3_reader_takes_a_commit_in(s3_runs, s3_settings):
     from tests.store_rows import make_version
 
     index = s3_index(s3_settings)
-    resident = ResidentIndex(index)
-    resident.view()
+    reader = LanceReader(s3_settings.db_uri, s3_settings.storage_options)
+    reader.rankings()
     dim = len(index.read("chunks", ["vector"])[0]["vector"])
     version = make_version("walrus", "r1", ["Walruses bask on Arctic ice floes."])
     for row in (*version.chunks, *version.propositions):
         row["vector"] = row["vector"][:1].repeat(dim)
     index.replace_document(*version.rows)
-    assert ["walrus.txt"] == fts_sources(s3_settings, "walruses Arctic", resident)
+    assert ["walrus.txt"] == fts_sources(s3_settings, "walruses Arctic", reader)

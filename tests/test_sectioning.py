@@ -11,7 +11,7 @@ import pytest
 from propdex.chunking import chunk_document
 from propdex.extract import extract_document
 from propdex.models import DocumentContext, SectionHint
-from propdex.pipeline.context import attach_headers
+from propdex.pipeline.headers import attach_headers
 from propdex.sectioning import section_document
 from propdex.sectioning.guards import LineSection, repair_sections
 from propdex.sectioning.lines import Lines

@@ -68,13 +68,6 @@ def service(db, scripted):
         yield url
 
 
-@pytest.fixture(scope="module")
-def lancedb_service(db, scripted):
-    """The same index served with `--engine lancedb`: LanceDB queried at each search."""
-    with running_service(db, embedding_environment(scripted), "--engine", "lancedb") as url:
-        yield url
-
-
 @pytest.fixture
 def cli_env(monkeypatch, scripted):
     for name, value in embedding_environment(scripted).items():
@@ -102,15 +95,7 @@ def test_service_results_equal_the_cli_json(service, db, cli_env, capsys, option
     flags += ["--source", options["source"]] if "source" in options else []
     expected = cli_json(capsys, query, "--db", str(db), *flags)
     actual = httpx.post(service + "/search", json={"query": query, **options}).json()
-    assert (with_approximate_scores(expected), True) == (actual, len(actual) > 0)
-
-
-def with_approximate_scores(results: list[dict]) -> list[dict]:
-    """The service searches its resident copy, the CLI LanceDB: the same results, with BM25
-    scores equal to float32 precision (propdex.resident.view)."""
-    return [{**r, "score": pytest.approx(r["score"], rel=1e-6),
-             "propositions": [{**p, "score": pytest.approx(p["score"], rel=1e-6)}
-                              for p in r["propositions"]]} for r in results]
+    assert (expected, True) == (actual, len(actual) > 0)
 
 
 def test_a_query_equal_to_a_proposition_finds_it_first(service):
@@ -179,14 +164,9 @@ def test_a_bad_search_request_gets_422_naming_the_field(service, body, field):
     ('["owls"]', {}),
     ("query=owls", {"Content-Type": "application/x-www-form-urlencoded"}),
 ])
-def test_both_engines_answer_a_bad_search_request_alike(service, lancedb_service, content,
-                                                        headers):
-    # The resident service answers /search in the event loop, the LanceDB one through
-    # FastAPI's route (propdex.service.inline): the same status and body.
-    answers = [httpx.post(url + "/search", content=content, headers=headers)
-               for url in (service, lancedb_service)]
-    assert (answers[1].status_code, answers[1].json()) == (answers[0].status_code,
-                                                           answers[0].json())
+def test_a_bad_search_request_gets_422_naming_the_problem(service, content, headers):
+    answer = httpx.post(service + "/search", content=content, headers=headers)
+    assert (422, True) == (answer.status_code, bool(answer.json()["error"]))
 
 
 def test_a_body_over_the_limit_gets_413(service):
@@ -233,22 +213,6 @@ def test_health_names_the_embedder_and_counts_live_documents(service, db):
     health = httpx.get(service + "/health").json()
     assert (str(db), "scripted-embed", DIM, 2) == (
         health["db"], health["embedder"], health["dim"], health["live_documents"])
-
-
-def test_health_reports_the_resident_rows(service):
-    resident = httpx.get(service + "/health").json()["resident"]
-    assert ({"propositions": 8, "chunks": 4}, {"propositions": 1, "chunks": 1}) == (
-        resident["rows"], resident["segments"])
-
-
-@pytest.mark.parametrize("options", [{}, {"level": "propositions", "mode": "fts", "k": 3},
-                                     {"level": "chunks", "mode": "vector"}])
-def test_the_lancedb_engine_serves_the_same_results(service, lancedb_service, options):
-    query = {"query": "Owls nest in old trees.", **options}
-    direct = httpx.post(lancedb_service + "/search", json=query).json()
-    assert (with_approximate_scores(direct), None) == (
-        httpx.post(service + "/search", json=query).json(),
-        httpx.get(lancedb_service + "/health").json()["resident"])
 
 
 @pytest.fixture(scope="module")
@@ -314,10 +278,10 @@ def test_workers_serve_the_results_of_one_process(service, two_workers):
 
 
 def test_worker_processes_get_the_command_line_settings():
-    settings = Settings(db="/data/index", serve_engine="lancedb", serve_refresh_seconds=0.5,
-                        api_token="s3cret", allowed_roots=["/a", "/b"])
-    assert {"PROPDEX_DB": "/data/index", "PROPDEX_SERVE_ENGINE": "lancedb",
-            "PROPDEX_SERVE_REFRESH_SECONDS": "0.5", "PROPDEX_API_TOKEN": "s3cret",
+    settings = Settings(db="/data/index", serve_workers=2, api_token="s3cret",
+                        allowed_roots=["/a", "/b"])
+    assert {"PROPDEX_DB": "/data/index", "PROPDEX_SERVE_WORKERS": "2",
+            "PROPDEX_API_TOKEN": "s3cret",
             "PROPDEX_ALLOWED_ROOTS": '["/a", "/b"]'} == settings_environment(settings)
 
 
@@ -455,7 +419,6 @@ def test_commits_during_a_stream_of_queries_are_seen_whole_and_never_early(tmp_p
             index._append_rows(index.prepare_replacement(
                 *gamma(f"open-{i}", f"UNCOMMITTED {i}.").rows))
             index.replace_document(*gamma(f"v{i}", f"Gamma version {i}.").rows)
-        # The service takes commits in at most once per PROPDEX_SERVE_REFRESH_SECONDS (1).
         def newest_served() -> list[dict] | None:
             hits = httpx.post(url + "/search", json={"query": STREAM_QUERY, "k": 1}).json()
             return hits if hits[0]["chunk_text"].startswith("Gamma version 6.") else None
@@ -480,7 +443,7 @@ def test_objects_alive_when_serving_begins_are_left_out_of_full_collections():
 
     from propdex.service.run import freeze_loaded_objects
 
-    loaded = [{"row": i} for i in range(1_000)]  # as the resident rows: alive from the start
+    loaded = [{"row": i} for i in range(1_000)]  # as the loaded objects: alive from the start
     try:
         freeze_loaded_objects()
         walked = {id(o) for o in gc.get_objects()}

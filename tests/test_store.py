@@ -471,7 +471,8 @@ def test_full_text_search_forgets_deleted_documents(index):
     index.replace_document(*make_version("gone", "r1", ["Zebras graze on the savanna."]).rows)
     index.optimize()
     index.delete_documents(["gone"])
-    rows = index.text_search(CHUNKS, "zebras", limit=10, columns=["chunk_id"])
+    rows = index.rankings().text_ranking(CHUNKS, "zebras", limit=10, columns=["chunk_id"],
+                                         doc_ids=None)
     assert [] == rows
 
 
@@ -496,8 +497,8 @@ def _vector_index_names(index, table: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("table", "columns", "kinds"), [
-    (CHUNKS, ["chunk_id", "doc_id"], ["BTree", "BTree"]),
-    (PROPOSITIONS, ["passed", "doc_id"], ["Bitmap", "BTree"])])
+    (CHUNKS, ["chunk_id", "doc_id", "meta"], ["BTree", "BTree", "LabelList"]),
+    (PROPOSITIONS, ["passed", "doc_id", "meta"], ["Bitmap", "BTree", "LabelList"])])
 def test_optimize_builds_the_scalar_indexes_of_search_filters_once(index, table, columns,
                                                                    kinds):
     index.replace_document(*make_version("a", "r1", ["One.", "Two."]).rows)
@@ -547,7 +548,7 @@ def test_an_index_named_without_its_partitions_is_replaced(index):
 @pytest.mark.parametrize(("rows", "expected"), [
     (5_000, 2), (100_000, 48), (1_000_000, 488)])
 def test_vector_index_partitions_hold_about_two_thousand_rows(rows, expected):
-    from propdex.store.index import vector_index_partitions
+    from propdex.store.maintenance import vector_index_partitions
 
     assert expected == vector_index_partitions(rows)
 
@@ -558,7 +559,7 @@ def test_vector_index_partitions_hold_about_two_thousand_rows(rows, expected):
     (1_000_000, 488, 49),  # a tenth of the rows
 ])
 def test_vector_index_probes_scan_twenty_thousand_rows_or_a_tenth(rows, partitions, expected):
-    from propdex.store.index import vector_index_probes
+    from propdex.store.maintenance import vector_index_probes
 
     assert expected == vector_index_probes(rows, partitions)
 
@@ -717,14 +718,14 @@ def _documents_fragments(index: Index) -> int:
 @pytest.mark.parametrize(("threshold", "expected"), [(4, True), (1_000, False)])
 def test_commits_compact_the_documents_table_once_it_is_fragmented(index, monkeypatch,
                                                                    threshold, expected):
-    monkeypatch.setattr("propdex.store.index.DOCUMENTS_COMPACTION_FRAGMENTS", threshold)
+    monkeypatch.setattr("propdex.store.maintenance.DOCUMENTS_COMPACTION_FRAGMENTS", threshold)
     for number in range(10):  # a fragment per commit
         index.replace_document(*make_version(f"d{number}", "r1", [f"Text {number}."]).rows)
     assert (expected, 10) == (_documents_fragments(index) < 4, len(index.live_runs()))
 
 
 def test_failure_records_compact_the_documents_table_once_it_is_fragmented(index, monkeypatch):
-    monkeypatch.setattr("propdex.store.index.DOCUMENTS_COMPACTION_FRAGMENTS", 4)
+    monkeypatch.setattr("propdex.store.maintenance.DOCUMENTS_COMPACTION_FRAGMENTS", 4)
     for number in range(10):
         index.record_failure({"doc_id": f"f{number}", "source": f"/f{number}.pdf",
                               "status": "failed", "error": "unreadable",

@@ -1,4 +1,5 @@
-"""Document title and summary, and the contextual chunk headers built from them (dsRAG).
+"""Document title and summary: the document context its chunks' headers are built from
+(propdex.pipeline.headers).
 
 A title or summary only feeds the contextual headers, so losing one must not lose the
 document: when the LLM's answer stays invalid (cut off at its output cap, say) or its call
@@ -17,7 +18,7 @@ from propdex.cache import ResultCache, cache_key
 from propdex.errors import LLMConfigurationError, LLMError
 from propdex.llm.base import LLMBackend, LLMResult, bounded_prefix
 from propdex.llm.offline import OfflineBackend
-from propdex.models import Chunk, DocumentContext, ExtractedDocument, Usage
+from propdex.models import DocumentContext, ExtractedDocument, Usage
 from propdex.settings import Settings
 
 log = logging.getLogger("propdex.pipeline")
@@ -88,18 +89,3 @@ def document_context(
         usage=usage + spent,
         fallback="; ".join(fallbacks) or None,
     )
-
-
-def chunk_header(context: DocumentContext, section: str | None) -> str:
-    """The context prepended to a chunk before embedding: what document, what it is about,
-    and which section the excerpt comes from."""
-    lines = [f"Document: {context.title}", f"Summary: {context.summary}"]
-    if section:
-        lines.append(f"Section: {section}")
-    return "\n".join(lines)
-
-
-def attach_headers(chunks: list[Chunk], context: DocumentContext) -> list[Chunk]:
-    for chunk in chunks:
-        chunk.header = chunk_header(context, chunk.section)
-    return chunks

@@ -44,6 +44,7 @@ class RunSummary:
     seconds: float = 0.0
     stopped: str | None = None  # a configuration error that stopped the run
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
+    metadata_updated: list[str] = field(default_factory=list)  # unchanged sources given new metadata
 
     @property
     def failed(self) -> list[DocumentOutcome]:
@@ -51,7 +52,7 @@ class RunSummary:
 
     @property
     def wrote(self) -> bool:
-        return bool(self.documents or self.removed or self.swept_rows)
+        return bool(self.documents or self.removed or self.swept_rows or self.metadata_updated)
 
     def totals(self) -> dict[str, float]:
         keys = ("chunks", "propositions_kept", "propositions_rejected", "propositions_ungraded",

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from propdex.ids import doc_id_for, sha256_file
+from propdex.metadata import Metadata, MetadataError, file_metadata, from_json, merged
 from propdex.pipeline.outcome import RunSummary
+from propdex.remote import ObjectStoreError, RemoteObject, discover_remote, fetch, is_remote
 from propdex.settings import Settings
 from propdex.sources import Discovery, discover, is_under, matches_any
 from propdex.store import Index
@@ -25,6 +27,11 @@ class WorkItem:
     doc_id: str
     content_sha256: str
     reason: str  # new | changed | settings changed | retry | forced
+    metadata: Metadata = field(default_factory=dict)  # the run's merged with the file's own
+    # Object-store sources (propdex.remote): the downloaded copy to extract, ETag and size.
+    local_path: str | None = None
+    etag: str | None = None
+    size: int | None = None
 
 
 @dataclass
@@ -34,14 +41,21 @@ class Plan:
     unchanged: list[str] = field(default_factory=list)
     removed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, source)
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+    # Files whose metadata (front matter, sidecar) breaks the rules: failed with error_kind
+    # "metadata", so the run after it is fixed processes them again although their bytes
+    # did not change (an "input" failure of unchanged bytes is never retried).
+    invalid_metadata: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
+    # Unchanged documents whose metadata changed: their rows get it, nothing is re-run.
+    relabel: list[WorkItem] = field(default_factory=list)
 
     @property
     def changes_nothing(self) -> bool:
         """Nothing to process, record or remove: a run would write nothing. Arguments that
         matched nothing are only reported, so they do not count."""
-        return not (self.to_process or self.removed or self.unreadable or self.refused)
+        return not (self.to_process or self.removed or self.unreadable or self.refused
+                    or self.relabel or self.invalid_metadata)
 
 
 def open_ledger(settings: Settings) -> Index:
@@ -49,8 +63,10 @@ def open_ledger(settings: Settings) -> Index:
     return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
 
 
-def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: bool) -> Plan:
+def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: bool,
+                 metadata: Metadata | None = None) -> Plan:
     """Discover the sources and compare them with the ledger (content hash + fingerprint).
+    ``metadata``: the run's own, for every document (a file's own wins key by key).
 
     Reads files and the documents table only: it imports no Prefect, so the CLI can learn
     that nothing changed before starting a flow run."""
@@ -58,8 +74,14 @@ def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: 
 
     fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
     ledger = open_ledger(settings).documents()
-    return make_plan(discover(sources, settings.allowed_roots), ledger, fingerprint,
-                     force=force, prune=prune)
+    remote = [s for s in sources if is_remote(s)]
+    discovery = discover([s for s in sources if not is_remote(s)], settings.allowed_roots)
+    objects = discover_remote(remote, settings, discovery) if remote else []
+    plan = make_plan(discovery, ledger, fingerprint, force=force, prune=prune,
+                     metadata=metadata, objects=objects)
+    if objects:
+        fetch_changed(plan, objects, ledger, settings, force=force, metadata=metadata)
+    return plan
 
 
 def needs_run(plan: Plan, settings: Settings) -> bool:
@@ -83,8 +105,67 @@ def degraded(row: dict) -> bool:
     return bool(row.get("chunk_failures") or row.get("context_fallback") or row.get("ungraded_count"))
 
 
+def _reason(item: WorkItem, row: dict | None, fingerprint: str, force: bool) -> str:
+    """Why ``item`` (its content hash known) is processed, or "unchanged", or "metadata
+    changed" (unchanged but for its metadata)."""
+    if force:
+        return "forced"
+    if row is None:
+        return "new"
+    if row["content_sha256"] != item.content_sha256:
+        return "changed"
+    if row["pipeline_version"] != fingerprint:
+        return "settings changed"
+    if (row["status"] == "indexed" and not degraded(row)) or (
+        row["status"] != "indexed" and row.get("error_kind") == "input"
+    ):
+        # A failure that depends only on the file's bytes cannot succeed on the same bytes.
+        if row["run_id"] is not None and from_json(row.get("metadata")) != item.metadata:
+            return "metadata changed"
+        return "unchanged"
+    return "retry"
+
+
+def _decide(plan: Plan, item: WorkItem, row: dict | None, fingerprint: str, force: bool,
+            ) -> None:
+    reason = _reason(item, row, fingerprint, force)
+    if reason == "unchanged":
+        plan.unchanged.append(item.source)
+    elif reason == "metadata changed":
+        plan.relabel.append(replace(item, reason=reason))
+    else:
+        plan.to_process.append(replace(item, reason=reason))
+
+
+def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],
+                  settings: Settings, *, force: bool, metadata: Metadata | None) -> None:
+    """Plan the objects: one whose ETag and size equal the ledger's is compared without
+    downloading it; any other is downloaded and compared by its content hash."""
+    by_id = {row["doc_id"]: row for row in ledger}
+    wanted = metadata or {}
+    for obj in objects:
+        doc_id = doc_id_for(obj.url)
+        row = by_id.get(doc_id)
+        item = WorkItem(obj.url, doc_id, "", "", wanted, etag=obj.etag, size=obj.size)
+        if (not force and row is not None and obj.etag and row.get("object_etag") == obj.etag
+                and row.get("object_size") == obj.size):
+            same = replace(item, content_sha256=row["content_sha256"])
+            if _reason(same, row, plan.fingerprint, force) in ("unchanged", "metadata changed"):
+                _decide(plan, same, row, plan.fingerprint, force)
+                continue
+            # To be processed all the same (settings changed, a retry): it is read now.
+        try:
+            local, digest = fetch(obj, settings)
+        except ObjectStoreError as failed:
+            plan.unreadable.append((obj.url, failed.reason))
+            continue
+        _decide(plan, replace(item, content_sha256=digest, local_path=local), row,
+                plan.fingerprint, force)
+
+
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
+    metadata: Metadata | None = None, objects: list[RemoteObject] | None = None,
 ) -> Plan:
     plan = Plan(fingerprint=fingerprint, missing=list(discovery.missing),
                 refused=list(discovery.refused))
@@ -97,31 +178,19 @@ def make_plan(
                 plan.unreadable.append((source, "not a regular file"))
                 continue
             digest = sha256_file(source)
+            wanted = merged(metadata or {}, file_metadata(source))
         except OSError as exc:
             plan.unreadable.append((source, f"cannot read file: {exc.strerror or exc}"))
             continue
-        row = by_id.get(doc_id)
-        if force:
-            reason = "forced"
-        elif row is None:
-            reason = "new"
-        elif row["content_sha256"] != digest:
-            reason = "changed"
-        elif row["pipeline_version"] != fingerprint:
-            reason = "settings changed"
-        elif (row["status"] == "indexed" and not degraded(row)) or (
-            row["status"] != "indexed" and row.get("error_kind") == "input"
-        ):
-            # A failure that depends only on the file's bytes cannot succeed on the same bytes.
-            plan.unchanged.append(source)
+        except MetadataError as exc:
+            plan.invalid_metadata.append((source, f"invalid metadata: {exc}"))
             continue
-        else:
-            reason = "retry"
-        plan.to_process.append(WorkItem(source, doc_id, digest, reason))
+        _decide(plan, WorkItem(source, doc_id, digest, "", wanted), by_id.get(doc_id),
+                fingerprint, force)
     if prune:
         # A source leaves the index when the argument that covered it no longer yields it:
         # a folder it was in, a glob it matched, or its own path named explicitly.
-        present = set(discovery.files)
+        present = set(discovery.files) | {o.url for o in objects or ()}
         gone = set(discovery.missing_files)
         for row in ledger:
             source = row["source"]

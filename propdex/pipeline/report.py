@@ -24,6 +24,7 @@ def render_markdown(summary: RunSummary) -> str:
         f"| unchanged (skipped) | {len(summary.unchanged)} |",
         f"| failed | {len(summary.failed)} |",
         f"| removed from the index | {len(summary.removed)} |",
+        f"| metadata updated (not re-processed) | {len(summary.metadata_updated)} |",
         "",
         "| totals | value |",
         "|---|---|",
@@ -64,7 +65,8 @@ def render_markdown(summary: RunSummary) -> str:
     if summary.context_fallbacks:
         lines += ["", "**Title or summary from the offline fallback (retried next run):**", ""]
         lines += [f"- {_cell(d.source)}: {_cell(d.context_fallback)}" for d in summary.context_fallbacks]
-    for title, items in (("Removed sources", summary.removed), ("Not found", summary.missing)):
+    for title, items in (("Removed sources", summary.removed), ("Not found", summary.missing),
+                         ("Metadata updated", summary.metadata_updated)):
         if items:
             lines += ["", f"**{title}:**", ""] + [f"- {_cell(s)}" for s in items]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-from propdex import progress
+from propdex.cli import progress
 
 _lock = threading.Lock()
 _seconds: dict[str, dict[str, float]] = defaultdict(dict)

@@ -2,8 +2,8 @@
 
 ``create_app`` builds the application around one IndexReader, so the embedder is loaded once
 and every request goes through IndexReader.search, the function `propdex search` calls.
-Endpoints are plain (sync) functions: FastAPI runs them on its thread pool, and LanceDB
-and the embedder release the GIL while they work.
+Endpoints are plain (sync) functions: FastAPI runs them on its thread pool, and Lance and
+the embedder release the GIL while they work.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route signatures, and the
@@ -21,9 +21,8 @@ from pydantic import BaseModel, Field, create_model, field_validator
 from propdex import __version__
 from propdex.api import IndexReader
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
-from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
+from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K, Where
 from propdex.service.errors import validation_body
-from propdex.service.inline import InlineSearchMiddleware
 from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware, json_bytes
 
 
@@ -39,6 +38,7 @@ class _SearchFields(BaseModel):
     doc_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS,
                                        pattern=ID_PATTERN)]] | None = Field(
         None, max_length=MAX_DOC_IDS, description="restrict to these documents")
+    where: Where = None
 
     model_config = {"extra": "forbid"}
 
@@ -79,7 +79,8 @@ def create_app(reader: IndexReader) -> FastAPI:
               response_model=list[dict[str, Any]])
     def search(request: SearchRequest) -> Response:  # type: ignore[valid-type]
         results = reader.search(request.query, level=request.level, mode=request.mode,
-                                k=request.k, doc_ids=request.doc_ids, source=request.source)
+                                k=request.k, doc_ids=request.doc_ids, source=request.source,
+                                where=request.where)
         # Serialised here: the rows are plain JSON types already, and FastAPI's validation
         # and encoding of a declared return value cost more than the search's JSON itself.
         return Response(json_bytes([r.to_dict() for r in results]),
@@ -112,10 +113,7 @@ def create_app(reader: IndexReader) -> FastAPI:
         return {**reader.health(), "pid": os.getpid()}
 
     # The middleware added last runs first: CORS answers preflights (which carry no
-    # token), then the token is checked, then the body size, before any body is read; a
-    # resident reader then answers searches itself (propdex.service.inline).
-    if reader.resident is not None:
-        app.add_middleware(InlineSearchMiddleware, reader=reader, model=SearchRequest)
+    # token), then the token is checked, then the body size, before any body is read.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.api_max_body_bytes)
     if settings.api_token is not None:
         app.add_middleware(BearerTokenMiddleware, token=settings.api_token.get_secret_value())

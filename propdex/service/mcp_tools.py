@@ -15,7 +15,7 @@ from pydantic import Field
 from propdex.api import IndexReader
 from propdex.errors import PropdexError
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
-from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K
+from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K, Where
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
 
@@ -51,11 +51,12 @@ def build_mcp_server(reader: IndexReader) -> Any:
         source: Annotated[Id | None, Field(description="glob over source paths")] = None,
         doc_ids: Annotated[list[Id] | None, Field(max_length=MAX_DOC_IDS,
                                                   description="restrict to these documents")] = None,
+        where: Where = None,
     ) -> list[dict[str, Any]]:
         """Search the index; each result cites its document (title, source), pages and
         character offsets, and carries its parent chunk's text."""
         results = reader.search(query, level=level, mode=mode, k=k, doc_ids=doc_ids,
-                                source=source)
+                                source=source, where=where)
         return [r.to_dict() for r in results]
 
     @server.tool()
@@ -73,9 +74,5 @@ def build_mcp_server(reader: IndexReader) -> Any:
 def run_mcp(reader: IndexReader) -> None:
     """Serve the tools over stdin/stdout until the client closes them."""
     server = build_mcp_server(reader)
-    reader.warm_up()  # the resident rows load before the first tool call, with both cores
-    if reader.resident is not None:
-        from propdex.service.run import single_blas_thread
-
-        single_blas_thread()
+    reader.warm_up()  # the embedder loads before the first tool call
     server.run("stdio")

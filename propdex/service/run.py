@@ -42,51 +42,31 @@ def check_bind(host: str, settings: Settings) -> None:
             "must then send 'Authorization: Bearer <token>') or bind 127.0.0.1")
 
 
-def single_blas_thread() -> None:
-    """One BLAS thread from now on. A resident search is a few small matrix products; with
-    OpenBLAS's thread pool each woke the second core and spun on it, which measured as twice
-    the CPU of a search (100k propositions: 7 -> 3.3 ms) that concurrent requests need.
-    Called after the resident load, whose k-means does use both cores."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1, user_api="blas")
-
-
 def freeze_loaded_objects() -> None:
-    """Leave every object alive now -- the imports, the application, the resident rows just
-    loaded -- out of the garbage collector's full collections (``gc.freeze``), after one last
-    collection so that no garbage is kept. Why: a full collection walks every tracked object,
-    the resident keys' object arrays element by element, and took 86-95 ms at 100k
-    propositions; beside commits, each refresh leaves new long-lived objects that set one off
-    now and then, and every request in flight waited for it. Frozen, it walks only what came
-    after (0.0 ms right after the load)."""
+    """Leave every object alive now -- the imports, the application, the loaded embedder --
+    out of the garbage collector's full collections (``gc.freeze``), after one last
+    collection so that no garbage is kept: a full collection walks every tracked object, and
+    every request in flight would wait for it."""
     gc.collect()
     gc.freeze()
 
 
 def loaded_reader(settings: Settings) -> IndexReader:
-    """An IndexReader of ``settings`` with its embedder and resident rows loaded, BLAS then
-    limited to one thread; reports what it loaded on stderr."""
+    """An IndexReader of ``settings`` with its embedder loaded and the index's tables open;
+    reports on stderr when it is ready."""
     from propdex.api import IndexReader
 
-    reader = IndexReader(settings, resident=settings.serve_engine == "memory")
+    reader = IndexReader(settings)
     started = time.perf_counter()
-    reader.warm_up()  # the embedder and the resident rows load now, not on the first request
-    single_blas_thread()
-    if reader.resident is not None:
-        rows = reader.health()["resident"]["rows"]
-        print(f"propdex: process {os.getpid()} ready: {rows['propositions']:,} propositions "
-              f"and {rows['chunks']:,} chunks in memory, loaded in "
-              f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    reader.warm_up()  # the embedder loads now, not on the first request
+    print(f"propdex: process {os.getpid()} ready in {time.perf_counter() - started:.1f} s",
+          file=sys.stderr, flush=True)
     return reader
 
 
-# HTTP parsed by httptools (a dependency), on asyncio's event loop even where uvloop is
-# installed: under 32 clients at 100k propositions, alternating 4 s windows, httptools took
-# the service's CPU per request from 8.0-8.5 to 7.3-7.9 ms, and uvloop then served the
-# connections less evenly (p95 375 against 284 ms with asyncio).
-UVICORN_OPTIONS = {"http": "httptools", "loop": "asyncio", "log_level": "warning",
-                   "access_log": False}
+# On asyncio's event loop even where uvloop is installed: with uvloop the connections of
+# concurrent clients were served less evenly (bench/RESULTS.md).
+UVICORN_OPTIONS = {"loop": "asyncio", "log_level": "warning", "access_log": False}
 
 
 def worker_app() -> FastAPI:
@@ -117,8 +97,8 @@ def settings_environment(settings: Settings) -> dict[str, str]:
 def serve(settings: Settings, host: str, port: int) -> int:
     """Serve the index of ``settings`` until interrupted; returns the exit status. Raises
     UnsafeBindError first. With ``serve_workers`` above 1, that many processes listen on the
-    port (propdex.service.workers), each with its own copy of the resident index (so a
-    search is never held up by another's GIL, and each process can have a core)."""
+    port (propdex.service.workers), each with its own reader (so a search is never held up
+    by another's GIL, and each process can have a core)."""
     check_bind(host, settings)
     import uvicorn
 
@@ -126,7 +106,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     workers = settings.serve_workers
     print(f"propdex: serving {settings.db_uri} on http://{host}:{port} ({auth}; "
           f"{workers} worker process{'es' if workers > 1 else ''}; API docs at /docs) once "
-          f"the index is loaded",
+          f"the embedder is loaded",
           file=sys.stderr, flush=True)
     if workers > 1:
         from propdex.service.workers import REUSE_PORT, serve_workers

@@ -2,14 +2,12 @@
 
 Why not uvicorn's own workers: they share one listening socket, and a new connection goes to
 whichever process happens to be waiting in accept() -- under load the one that is idle more
-often, so the spread follows luck, not the number of processes. Measured with `propdex serve
---workers 2` at 100k propositions: of 32 keep-alive clients, 30 were connected to one worker
-and 2 to the other, so the second core mostly idled while p95 stayed near one worker's. With
-SO_REUSEPORT every process listens on its own socket and the kernel spreads new connections
+often, so the spread follows luck, not the number of processes, and keep-alive clients can
+pile onto one worker while another idles (bench/RESULTS.md). With SO_REUSEPORT every process listens on its own socket and the kernel spreads new connections
 over them by a hash of their addresses.
 
 Each process builds its application (propdex.service.run.worker_app: settings from the
-environment, the resident rows loaded) before it listens, so none is sent a connection before
+environment, the embedder loaded) before it listens, so none is sent a connection before
 it can answer. When one exits, the others are stopped and the command exits with its status:
 a supervisor (systemd, a container runtime) restarts the whole service.
 """

@@ -1,12 +1,9 @@
 """An index's tables read through pylance, the Lance format's own library, without LanceDB.
 
 Why: LanceDB is a layer over Lance, and importing it costs a one-shot `propdex search` most
-of its start-up (0.6-0.8 s of CPU on the 2-core AVX2 EPYC, `python -X importtime`, against
-0.12-0.18 s for pylance), while the reads a search makes -- a vector search through the
-table's IVF index, a full-text search through its inverted index, rows by a filter -- are
-Lance's own, which pylance calls as directly. A long-running reader's refreshes read through
-it too: a LanceDB query costs at least 6 ms of CPU, a fragment read through pylance about 1
-(propdex.resident.fragments).
+of its start-up (several times pylance's import; bench/RESULTS.md), while the reads a search
+makes -- a vector search through the table's IVF index, a full-text search through its
+inverted index, rows by a filter -- are Lance's own, which pylance calls as directly.
 
 LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``; a dataset is
 opened at its latest version, or at one asked for.

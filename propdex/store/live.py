@@ -17,9 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-# The counts: a resident index checks the rows it reads of a run against them
-# (propdex.resident.fragments).
-LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "chunk_count", "proposition_count"]
+LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "metadata"]
 
 
 @dataclass(frozen=True)

@@ -67,3 +67,16 @@ def any_of(*predicates: str) -> str:
     if not parts:
         return NOTHING
     return " OR ".join(f"({p})" for p in parts)
+
+
+def string_array(values: Iterable[str]) -> str:
+    """A SQL array literal of string literals: ``['a', 'b']``."""
+    return "[" + ", ".join(sql_string(v) for v in values) + "]"
+
+
+def has_all(name: str, values: list[str]) -> str:
+    """The list column ``name`` holds every one of ``values`` (a label-list index answers
+    it); ``false`` for no values, so an empty requirement never widens to every row."""
+    if not values:
+        return NOTHING
+    return f"array_has_all({column(name)}, {string_array(values)})"

@@ -48,6 +48,11 @@ def _vector(dim: int) -> pa.Field:
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
+# The document's metadata as sorted "key=value" entries, on every table: a filter on the
+# chunks and propositions is then a prefilter over their label-list index (null: none).
+META = "meta"
+META_FIELD = pa.field(META, pa.list_(pa.string()))
+
 DOCUMENTS_SCHEMA = pa.schema([
     _key("doc_id"),
     _required("source"),
@@ -61,8 +66,8 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("page_count", pa.int32()),
     _required("status"),
     pa.field("error", pa.string()),
-    # input | llm | configuration | timeout | storage | internal: an "input" failure of
-    # unchanged bytes is not retried by the next run; any other kind is.
+    # input | metadata | llm | configuration | timeout | storage | internal: an "input"
+    # failure of unchanged bytes is not retried by the next run; any other kind is.
     pa.field("error_kind", pa.string()),
     pa.field("chunk_count", pa.int32()),
     pa.field("proposition_count", pa.int32()),
@@ -87,6 +92,12 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("context_fallback", pa.string()),  # title/summary written by the offline fallback
     pa.field("embed_truncated", pa.int32()),  # texts the embedder could not read whole
     pa.field("ungraded_count", pa.int32()),  # propositions whose grading failed (not searchable)
+    pa.field("metadata", pa.string()),  # JSON object: the document's metadata (propdex.metadata)
+    META_FIELD,
+    # Object-store sources (propdex.remote): the object's ETag and size when last indexed;
+    # a re-run that lists the same pair downloads nothing.
+    pa.field("object_etag", pa.string()),
+    pa.field("object_size", pa.int64()),
 ])
 
 
@@ -108,6 +119,7 @@ def chunks_schema(dim: int) -> pa.Schema:
         pa.field("prop_error", pa.string()),  # why proposition extraction failed for this chunk
         _required("run_id"),
         _vector(dim),
+        META_FIELD,
     ])
 
 
@@ -132,6 +144,7 @@ def propositions_schema(dim: int) -> pa.Schema:
         pa.field("embed_model", pa.string()),
         _required("run_id"),
         _vector(dim),
+        META_FIELD,
     ])
 
 

@@ -1,0 +1,195 @@
+"""The Prefect API a CLI ingest reports to, started early so start-up overlaps other work.
+
+Without ``PREFECT_API_URL``, Prefect starts its ephemeral API in a subprocess the moment the
+flow first asks for a client, and waits for it. Here the server process
+(propdex.prefect_runtime.server: Prefect's API app under uvicorn, as Prefect's own subprocess
+runs it) is launched first thing, before this process imports Prefect, so that its start-up
+(importing the server, migrating a new database) runs on the other core while the CLI imports
+the flow and loads the model. A configured server (``PREFECT_API_URL`` in the environment, a
+profile or prefect.toml) is used as it is: the server process sees it too and steps aside.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from propdex.errors import PrefectStartError
+from propdex.prefect_runtime.server import HOME_UNUSABLE, NOT_NEEDED
+
+if TYPE_CHECKING:
+    from prefect.settings import Settings
+
+# uvicorn's exit code when start-up fails, e.g. because another process took the port since
+# it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
+_STARTUP_FAILED = 3
+_ATTEMPTS = 3
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def prepare_prefect_home(settings: Settings) -> None:
+    """Create Prefect's home (``settings``: Prefect's), where the server's SQLite database
+    lives: Prefect creates it when the flow side first imports it, possibly after the server
+    has tried to open the database. PrefectStartError says why it cannot be created."""
+    try:
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PrefectStartError(
+            f"cannot create Prefect's home {settings.home} (PREFECT_HOME): {exc.strerror or exc}"
+        ) from exc
+
+
+def server_environment() -> dict[str, str]:
+    """The ephemeral server's environment: settings every such server gets, unless set."""
+    return {
+        # Registering Prefect's block types in a new database is CPU on the server's critical
+        # path, and a CLI flow run uses no block; a full `prefect server start` registers
+        # them when it first runs. An explicit setting is kept.
+        "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+        **os.environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+    }
+
+
+def launch_server_process(port: int) -> subprocess.Popen:
+    """propdex.prefect_runtime.server on ``port``: Prefect's API without the UI, running only the
+    services an ephemeral server runs. Imports nothing of Prefect here."""
+    return subprocess.Popen([sys.executable, "-m", "propdex.prefect_runtime.server", str(port)],
+                            env=server_environment())
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+class EphemeralApi:
+    """An ephemeral Prefect API, launched at once and waited for in a background thread;
+    ``url()`` waits for it.
+
+    ``url()`` is None when a server is configured (or ephemeral mode is off): Prefect then
+    connects as it always does."""
+
+    def __init__(self) -> None:
+        self._url: str | None = None
+        self._error: BaseException | None = None
+        self._process: subprocess.Popen | None = None
+        self._launched_url = ""
+        self._timeout = 0.0
+        atexit.register(self.stop)  # like Prefect's own ephemeral server: it ends with the CLI
+        # The server is launched here and only waited for in the thread: launched from the
+        # thread, it would start only once the thread's settings import got the GIL and the
+        # import lock, behind the caller's imports (the flow's modules), and the server's
+        # start-up is the first run's critical path. Whether a configured server makes it
+        # unneeded, the server process decides (it exits with NOT_NEEDED).
+        launched: float | None = time.monotonic()
+        try:
+            self._launch_on_free_port()
+        except BaseException as exc:  # re-raised in the caller's thread by url()
+            self._error, launched = exc, None
+        self._thread = threading.Thread(target=self._wait, args=(launched,),
+                                        name="propdex-prefect-api", daemon=True)
+        self._thread.start()
+
+    def _launch_on_free_port(self) -> None:
+        port = _free_port()
+        self._launched_url = f"http://127.0.0.1:{port}/api"
+        self._process = launch_server_process(port)
+
+    def _wait(self, launched: float | None) -> None:
+        if launched is None or self._process is None:
+            return
+        try:
+            from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+            self._timeout = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+            deadline = launched + self._timeout
+            for attempt in range(_ATTEMPTS):
+                if attempt:
+                    self._launch_on_free_port()
+                while time.monotonic() < deadline and self._process.poll() is None:
+                    if _healthy(self._launched_url):
+                        self._url = self._launched_url
+                        return
+                    time.sleep(0.1)
+                if self._process.poll() == NOT_NEEDED:  # a configured server is used instead
+                    return
+                if self._process.poll() == HOME_UNUSABLE:
+                    from prefect.settings import get_current_settings
+
+                    prepare_prefect_home(get_current_settings())  # raises, saying why
+                if self._process.poll() != _STARTUP_FAILED:
+                    break
+            code = self._process.poll()
+            self.stop()
+            raise PrefectStartError(
+                f"Prefect's ephemeral API exited with code {code} while starting" if code is not None
+                else f"Prefect's ephemeral API did not answer within {self._timeout} s "
+                     "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"
+            )
+        except BaseException as exc:  # re-raised in the caller's thread by url()
+            self._error = exc
+
+    def url(self) -> str | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._url
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+
+
+def start_ephemeral_api() -> EphemeralApi | None:
+    """Start Prefect's ephemeral API now, unless ``PREFECT_API_URL`` is set in the environment
+    or Prefect is already imported (a process that already ran flows has its own API)."""
+    if os.environ.get("PREFECT_API_URL") or "prefect" in sys.modules:
+        return None
+    return EphemeralApi()
+
+
+@contextmanager
+def using_api(api: EphemeralApi | None) -> Iterator[None]:
+    """Flow runs inside report to ``api`` once it is up (or to the configured server)."""
+    url = api.url() if api is not None else None
+    if url is None:
+        yield
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    # The environment too: Dask workers and other subprocesses inherit it.
+    previous = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous

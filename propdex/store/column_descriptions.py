@@ -20,6 +20,9 @@ _LINEAGE = {
     "vector": "The embedding (MiniLM: 384 float32, L2-normalised).",
 }
 
+_META = ("The document's metadata as sorted `key=value` entries: the column `--where` filters "
+         "prefilter on (LabelList index).")
+
 _PAGES = {
     "char_start": "Offset of the first character in `documents.text`.",
     "char_end": "Offset after the last character: `text == documents.text[char_start:char_end]`.",
@@ -64,6 +67,11 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
                             "when the LLM wrote both.",
         "embed_truncated": "Texts the embedder could not read whole (0 with the ONNX runtime).",
         "ungraded_count": "Propositions whose grading failed: null grades, `passed = false`.",
+        "metadata": "The document's metadata as a JSON object (key -> value or list of values): "
+                    "`--meta`, front matter and `<file>.meta.json`.",
+        "meta": _META,
+        "object_etag": "Object-store sources: the object's ETag when last indexed.",
+        "object_size": "Object-store sources: the object's size in bytes when last indexed.",
     },
     CHUNKS: {
         "chunk_id": "Id derived from the document and the chunk's offsets (unique among live "
@@ -83,6 +91,7 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
                       "it succeeded.",
         "run_id": _LINEAGE["run_id"],
         "vector": "Embedding of the header and the text. " + _LINEAGE["vector"],
+        "meta": _META,
     },
     PROPOSITIONS: {
         "prop_id": "Id derived from the parent chunk and the ordinal (unique among live rows).",
@@ -104,5 +113,6 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "embed_model": _LINEAGE["embed_model"],
         "run_id": _LINEAGE["run_id"],
         "vector": "Embedding of the proposition's text. " + _LINEAGE["vector"],
+        "meta": _META,
     },
 }

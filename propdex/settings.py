@@ -132,7 +132,8 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(64, ge=1)
     embed_runtime: Literal["onnx", "torch"] = Field(
         "onnx", description="minilm: ONNX Runtime (default; no torch at run time, long texts read "
-        "in windows) or sentence-transformers on torch (truncates at 256 word pieces)."
+        "in windows) or sentence-transformers on torch (the 'torch' extra; truncates at 256 "
+        "word pieces)."
     )
     embed_precision: Literal["fp32", "int8"] = Field(
         "int8", description="minilm on onnx, documents: int8 weights (default; 1.8x "

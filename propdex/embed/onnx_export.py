@@ -100,7 +100,7 @@ def quantize_minilm(fp32_model: Path, target: Path) -> None:
     from onnxruntime.quantization.quant_utils import add_pre_process_metadata
 
     model = onnx.load(str(fp32_model))
-    # The graph is built fused and typed: quant_pre_process (shape inference, ~10 s of CPU)
+    # The graph is built fused and typed: quant_pre_process (shape inference, seconds of CPU)
     # gives the same int8 model, so it is marked as pre-processed instead of run (the
     # quantizer warns on stderr otherwise).
     add_pre_process_metadata(model)

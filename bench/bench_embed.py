@@ -12,13 +12,17 @@ that fit the window), documents embedding at once from threads (as the flow's do
 concurrency does), and the cold query path of a fresh process (imports, model load, one query).
 
 Run from the repository root:  python bench/bench_embed.py [--rounds 5] [--write] [FILE ...]
-``--write`` also replaces this benchmark's section of bench/RESULTS.md.
+``--write`` also replaces this benchmark's section of bench/RESULTS.md. The reference side
+needs the 'torch' extra (sentence-transformers): pip install -e '.[local,torch]'.
+``--baseline-int8 FILE`` adds an int8 ONNX file converted elsewhere (another checkout's
+~/.cache/propdex/onnx) as one more side, run by this checkout's embedder code.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -102,6 +106,9 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=4,
                         help="threads embedding at once in the concurrency measure")
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    parser.add_argument("--baseline-int8", type=Path, default=None,
+                        help="an int8 MiniLM ONNX file (e.g. another checkout's conversion) "
+                        "measured as one more side, with this checkout's embedder code")
     args = parser.parse_args()
     files = args.files or [CORPUS / name for name in DEFAULT_FILES]
     missing = [str(p) for p in files if not p.is_file()]
@@ -130,6 +137,10 @@ def main() -> None:
         "propdex ONNX fp32": make_embedder(Settings(embed_precision="fp32")).embed,
         "propdex ONNX int8 (default for documents)": make_embedder(Settings()).embed,
     }
+    baseline_dir = Path(tempfile.mkdtemp(prefix="propdex-bench-baseline-"))
+    if args.baseline_int8:
+        sides[f"baseline int8 {args.baseline_int8.name}"] = baseline_embedder(
+            args.baseline_int8.resolve(), baseline_dir)
     for embed in sides.values():  # warm-up: converts the ONNX models once, loads, first batch
         embed(texts[:16])
     seconds: dict[str, list[float]] = {name: [] for name in sides}
@@ -149,6 +160,7 @@ def main() -> None:
     agreement = {name: (reference[fits] * embed(texts)[fits]).sum(1)
                  for name, embed in list(sides.items())[1:]}
     cold = cold_query_seconds(max(3, args.rounds))
+    shutil.rmtree(baseline_dir)
     load_after = os.getloadavg()[0]
 
     base = statistics.median(seconds[next(iter(sides))])
@@ -188,6 +200,15 @@ def main() -> None:
     print(body)  # run_all.py puts its own title above
     if args.write:
         write_section(f"{SECTION_TITLE}\n\n{body}")
+
+
+def baseline_embedder(model: Path, folder: Path):
+    """``embed`` of this checkout's ONNX embedder running ``model`` as its int8 graph."""
+    from propdex.embed.onnx_export import onnx_model_path
+    from propdex.embed.onnx_minilm import OnnxMiniLMEmbedder
+
+    onnx_model_path(folder, "int8").symlink_to(model)
+    return OnnxMiniLMEmbedder(folder, "int8").embed
 
 
 def write_section(section: str) -> None:

@@ -138,7 +138,8 @@ class Settings(BaseSettings):
     )
     embed_runtime: Literal["onnx", "torch"] = Field(
         "onnx", description="minilm: ONNX Runtime (default; no torch at run time, long texts read "
-        "in windows) or sentence-transformers on torch (truncates at 256 word pieces)."
+        "in windows) or sentence-transformers on torch (the 'torch' extra; truncates at 256 "
+        "word pieces)."
     )
     embed_precision: Literal["fp32", "int8"] = Field(
         "int8", description="minilm on onnx, documents: int8 weights (default; 1.8x "
@@ -351,14 +352,15 @@ class Settings(BaseSettings):
     def _embed_reading(self) -> list[str]:
         """How the local embedder reads long texts. The ONNX runtime reads them whole, in
         windows, which changes their vectors: indexes embedded with truncation re-embed (no LLM
-        call); so does an int8 index when the quantization recipe changes. Empty for the torch
-        runtime and endpoints, whose fingerprints stay as they were."""
+        call); so does an index when the packaged weights or the int8 quantization recipe
+        change. Empty for the torch runtime and endpoints, whose fingerprints stay as they
+        were."""
         if self.embedder == "minilm" and self.embed_runtime == "onnx":
-            if self.embed_precision == "int8":
-                from propdex.embed.onnx_export import INT8_RECIPE
+            from propdex.embed.minilm_weights import weights_tag
+            from propdex.embed.onnx_export import INT8_RECIPE
 
-                return ["windows-256", f"int8-{INT8_RECIPE}"]
-            return ["windows-256"]
+            reading = ["windows-256", f"weights-{weights_tag()}"]
+            return reading + [f"int8-{INT8_RECIPE}"] if self.embed_precision == "int8" else reading
         return []
 
     def _chunking_fingerprint(self) -> dict[str, object]:

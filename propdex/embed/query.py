@@ -1,11 +1,10 @@
 """Embedding a search query: its settings, and a one-shot embedding in a forked child.
 
-Why a child: a one-shot `propdex search` spent its time importing LanceDB (0.6-1.0 s on the
-2-core AVX2 EPYC), then building the ONNX session and embedding the question (0.3-0.4 s),
-one after the other. Neither needs the other, but a thread cannot overlap them: imports hold
-the import lock and the GIL (tried: no gain). A process forked before LanceDB is imported
-embeds the question on the other core while the parent imports and opens the index, and the
-full-text rankings start before its vector is read.
+Why a child: a one-shot `propdex search` imports LanceDB, then builds the ONNX session and
+embeds the question; neither needs the other, but a thread cannot overlap them (imports hold
+the import lock and the GIL). A process forked before LanceDB is imported embeds the question
+on another core while the parent imports and opens the index, and the full-text rankings
+start before its vector is read (bench/RESULTS.md has the figures).
 
 This module imports neither LanceDB nor the embedder: the child imports the embedder.
 """
@@ -28,10 +27,8 @@ QUERY_THREADS = 2
 
 def query_settings(settings: Settings) -> Settings:
     """The settings queries are embedded with: QUERY_THREADS ONNX Runtime threads (at most
-    the cores this process may use) unless configured. A query is one short text: one thread
-    embeds a 31-word-piece question in 14 ms on an AVX2 EPYC core, two in 8.9 ms for 17 ms of
-    CPU (the session's idle threads sleep rather than spin); more threads only wait on each
-    other over so little work."""
+    the cores this process may use) unless configured. A query is one short text: a second
+    thread shortens it a little, more threads only wait on each other over so little work."""
     if settings.embedder == "minilm" and settings.embed_threads == 0:
         return settings.model_copy(update={"embed_threads": min(QUERY_THREADS, usable_cores())})
     return settings

@@ -27,7 +27,7 @@ import numpy as np
 from propdex.embed.query import query_settings
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
-from propdex.search.rankings import LanceReader
+from propdex.search.rankings import LanceReader, vector_index_probes
 from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
@@ -137,17 +137,19 @@ class IndexReader:
                 "propositions": propositions}
 
     def health(self) -> dict:
-        """The index's location, table versions and row counts, and the embedder."""
-        versions, rows = {}, {}
-        for name in TABLES:
-            table = self.index.table(name)
-            versions[name] = table.version if table is not None else None
-            rows[name] = table.count_rows() if table is not None else 0
+        """The index's location, table versions and row counts, and the embedder (read as
+        searches read: through the reader's tables, without LanceDB)."""
+        datasets = {name: self.reader.latest(name) for name in TABLES}
         return {
-            "status": "ok", "db": self.index.uri, "versions": versions, "rows": rows,
-            "live_documents": len(self.index.live_documents().runs),
+            "status": "ok", "db": self.index.uri,
+            "versions": {name: d.version if d is not None else None
+                         for name, d in datasets.items()},
+            "rows": {name: d.count_rows() if d is not None else 0
+                     for name, d in datasets.items()},
+            "live_documents": len(self.reader.live_documents().runs),
             "embedder": self.embedder.name, "dim": self.embedder.dim,
-            "vector_index": {name: self.index.has_vector_index(name)
+            "vector_index": {name: datasets[name] is not None
+                             and vector_index_probes(datasets[name]) is not None
                              for name in (CHUNKS, PROPOSITIONS)},
         }
 

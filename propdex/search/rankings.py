@@ -26,14 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from propdex.store import maintenance
 from propdex.store import predicates as p
 from propdex.store.datasets import open_dataset, read_rows
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
-from propdex.store.maintenance import (
-    VECTOR_INDEX_NAME,
-    VECTOR_INDEX_NPROBES,
-    vector_index_probes,
-)
 from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, META, PROPOSITIONS, VECTOR
 
 
@@ -131,7 +127,7 @@ class Rankings:
                                    "metric": "cosine"}
         if self.reader.exact:
             nearest["use_index"] = False
-        elif (probes := _probes(dataset)) is not None:
+        elif (probes := vector_index_probes(dataset)) is not None:
             nearest["nprobes"] = probes
         where = where_for_scope(table, doc_ids, meta)
         rows = dataset.scanner(columns=[*columns, "_distance"], nearest=nearest, filter=where,
@@ -189,12 +185,13 @@ def _can_hold(dataset: Any, meta: list[str] | None) -> bool:
     return not meta or META in dataset.schema.names
 
 
-def _probes(dataset: Any) -> int | None:
+def vector_index_probes(dataset: Any) -> int | None:
     """The probes for the table's vector index (None: it has none)."""
     for index in dataset.describe_indices():
         if VECTOR in index.field_names and index.index_type != "Inverted":
-            trained = VECTOR_INDEX_NAME.fullmatch(index.name)
+            trained = maintenance.VECTOR_INDEX_NAME.fullmatch(index.name)
             if trained is None:  # an older propdex's index
-                return VECTOR_INDEX_NPROBES
-            return vector_index_probes(int(trained.group(1)), int(trained.group(2)))
+                return maintenance.VECTOR_INDEX_NPROBES
+            return maintenance.vector_index_probes(int(trained.group(1)),
+                                                   int(trained.group(2)))
     return None

@@ -199,6 +199,13 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
         except Exception:  # the engine's models and heuristics on a page they cannot handle
             fallback.append(index + 1)
             pages.append(_fast_page(doc, index, path, source))
+    lines = [engine.furniture_blocks(page) for page in pages]
+    furniture = find_furniture(
+        [PageLines(page.height, page.top, blocks) for page, (blocks, _) in zip(pages, lines, strict=True)]
+    )
+    for page, (_, owners), removed in zip(pages, lines, furniture, strict=True):
+        # Each block is one line: its line index is 0.
+        engine.drop_furniture(page, {owners[block] for block, _ in removed})
     layout = engine.assemble(pages)
     if sum(non_space_length(t) for t in layout.texts) < MIN_TEXT_CHARS:
         return _read(doc, path, source)  # no text layer: the OCR path, or its error
@@ -221,7 +228,8 @@ def _fast_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> en
     piece covering the page."""
     text = normalise_pdf_text(page_text(page_blocks(_text_page(doc, index, path, source)), set()))
     rect = doc.load_page(index).rect
-    return engine.PagePieces([engine.Piece(text, [(0, len(text), tuple(rect))])] if text else [])
+    pieces = [engine.Piece(text, [(0, len(text), tuple(rect))])] if text else []
+    return engine.PagePieces(pieces, height=rect.height, top=rect.y0)
 
 
 def _page_lines(page: pymupdf.Page, textpage: pymupdf.TextPage) -> PageLines:

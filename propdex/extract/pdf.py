@@ -62,6 +62,8 @@ _FILE_NAME_TITLE = re.compile(
 )
 # "3", "3.2", "A.1", "IV." before a heading title, followed by spaces or on a line of its own.
 _HEADING_NUMBER = r"(?:(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)+|[A-Z]|[IVX]+)\.?(?:[^\S\n]+|[^\S\n]*\n))?"
+# The "## " a heading line of the layout reader starts with.
+_MARKDOWN_HEADING = r"(?:#{1,6} )?"
 _PLACEHOLDER_TITLES = {"untitled", "untitled document", "title", "unknown", "none", "document"}
 
 
@@ -210,7 +212,10 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     if sum(non_space_length(t) for t in layout.texts) < MIN_TEXT_CHARS:
         return _read(doc, path, source)  # no text layer: the OCR path, or its error
     text, spans = join_pages(layout.texts)
-    regions, sections = engine.place(layout, [span.start for span in spans])
+    regions, headings = engine.place(layout, [span.start for span in spans])
+    # The outline where the document has one (its author's sections, as in fast mode), the
+    # headings the engine found where it has none.
+    sections = _toc_sections(doc, text, spans, _MARKDOWN_HEADING) or headings
     return PdfContent(text, spans, title, sections, doc.page_count, False,
                       layout.furniture_removed, "layout", fallback, regions)
 
@@ -328,7 +333,8 @@ def _first_page_title(page_dict: dict) -> str | None:
     return expand_ligatures(title)
 
 
-def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan]) -> list[SectionHint]:
+def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan],
+                  heading_prefix: str = "") -> list[SectionHint]:
     try:
         outline = doc.get_toc(simple=True)
     except Exception:  # a damaged outline costs the sections, not the document
@@ -342,13 +348,15 @@ def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan]) -> li
         span = pages[page_number - 1]
         # Outline entries come in reading order: on a shared page, search after the last one.
         start = previous if span.start <= previous <= span.end else span.start
-        previous = _find_heading(text, title, start, pages[page_number - 1 : page_number + 2])
+        previous = _find_heading(text, title, start, pages[page_number - 1 : page_number + 2],
+                                 heading_prefix)
         sections.append(SectionHint(title=title, level=level, char_start=previous))
     sections.sort(key=lambda s: s.char_start)  # stable: equal offsets keep outline order
     return sections
 
 
-def _find_heading(text: str, title: str, start: int, pages: list[PageSpan]) -> int:
+def _find_heading(text: str, title: str, start: int, pages: list[PageSpan],
+                  heading_prefix: str = "") -> int:
     """Offset of the line holding just ``title`` (case and spacing aside, a number such as
     "3.2" allowed before it): on the outline's page from ``start``, else on one of the next
     pages (LaTeX outlines often point to the page before the heading); ``start`` when no such
@@ -359,7 +367,7 @@ def _find_heading(text: str, title: str, start: int, pages: list[PageSpan]) -> i
     included, so a chunk beginning with "3.2 Title" belongs to that section."""
     words = r"(?i:" + r"\s*".join(re.escape(w) for w in title.split()) + ")"
     heading_line = re.compile(
-        r"(?:^|(?<=\n))[^\S\n]*" + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
+        r"(?:^|(?<=\n))[^\S\n]*" + heading_prefix + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
     )
     match = heading_line.search(text, start, pages[0].end)
     for later in pages[1:]:

@@ -81,11 +81,25 @@ class PdfContent:
     regions: list[TextRegion] = field(default_factory=list)  # layout: page rectangles
 
 
+# The other formats PyMuPDF lays out into pages and reads the same way: suffix -> (its
+# filetype for pymupdf.open, the name error messages give it).
+BOOK_FORMATS = {
+    ".epub": ("epub", "EPUB"),
+    ".xps": ("xps", "XPS"),
+    ".oxps": ("xps", "XPS"),
+    ".mobi": ("mobi", "MOBI"),
+    ".fb2": ("fb2", "FB2"),
+}
+
+
 def extract_pdf(path: Path, source: str, settings: Settings) -> PdfContent:
-    """Normalised text, page spans, title hint, sections and OCR flag of one PDF."""
-    _check_signature(path, source)
+    """Normalised text, page spans, title hint, sections and OCR flag of one PDF (or one
+    document of BOOK_FORMATS, by its suffix)."""
+    filetype, label = BOOK_FORMATS.get(path.suffix.lower(), ("pdf", "PDF"))
+    if filetype == "pdf":
+        _check_signature(path, source)
     with PYMUPDF_LOCK:
-        doc = _open(path, source, settings)
+        doc = _open(path, source, settings, filetype, label)
         try:
             if settings.pdf_reader == "layout":
                 return _read_layout(doc, path, source)
@@ -119,12 +133,14 @@ def _pymupdf_reason(exc: Exception, path: Path) -> str:
     return " ".join(message.split()) or type(exc).__name__
 
 
-def _open(path: Path, source: str, settings: Settings) -> pymupdf.Document:
+def _open(path: Path, source: str, settings: Settings, filetype: str = "pdf",
+          label: str = "PDF") -> pymupdf.Document:
     try:
-        # filetype="pdf": without it PyMuPDF sniffs the content and opens images as documents.
-        doc = pymupdf.open(path, filetype="pdf")
+        # An explicit filetype: without it PyMuPDF sniffs the content and opens images as
+        # documents.
+        doc = pymupdf.open(path, filetype=filetype)
     except Exception as exc:  # PyMuPDF raises FileDataError, RuntimeError and MuPDF errors
-        raise ExtractionError(source, f"corrupt PDF: {_pymupdf_reason(exc, path)}") from None
+        raise ExtractionError(source, f"corrupt {label}: {_pymupdf_reason(exc, path)}") from None
     try:
         _check_opened(doc, path, source, settings)
     except BaseException:
@@ -145,7 +161,7 @@ def _check_opened(doc: pymupdf.Document, path: Path, source: str, settings: Sett
         # is missing the end of the document, so indexing it would cite partial content.
         raise ExtractionError(source, "truncated PDF (no %%EOF marker, xref had to be rebuilt)")
     if doc.page_count == 0:
-        raise ExtractionError(source, "corrupt PDF: no pages")
+        raise ExtractionError(source, f"corrupt {_label(doc)}: no pages")
     if doc.page_count > settings.max_pages:
         raise DocumentTooLargeError(
             source, f"too large: {doc.page_count} pages > max_pages {settings.max_pages}"
@@ -172,7 +188,7 @@ def _read(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
             layouts.append(_page_lines(page, textpage))
         except Exception as exc:  # a damaged page object or content stream
             reason = _pymupdf_reason(exc, path)
-            raise ExtractionError(source, f"corrupt PDF: page {index + 1}: {reason}") from None
+            raise ExtractionError(source, f"corrupt {_label(doc)}: page {index + 1}: {reason}") from None
     page_texts, furniture_removed = _page_texts(layouts)
 
     ocr = False
@@ -225,7 +241,15 @@ def _text_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> py
         return doc.load_page(index).get_textpage(flags=TEXT_FLAGS)
     except Exception as exc:  # a damaged page object or content stream
         reason = _pymupdf_reason(exc, path)
-        raise ExtractionError(source, f"corrupt PDF: page {index + 1}: {reason}") from None
+        raise ExtractionError(source, f"corrupt {_label(doc)}: page {index + 1}: {reason}") from None
+
+
+def _label(doc: pymupdf.Document) -> str:
+    """The document's format as error messages name it: "PDF", "EPUB", "FB2"..."""
+    if doc.is_pdf:
+        return "PDF"
+    name = (doc.metadata or {}).get("format") or "document"
+    return {"FictionBook2": "FB2"}.get(name, name)
 
 
 def _fast_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> engine.PagePieces:

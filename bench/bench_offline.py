@@ -68,6 +68,7 @@ def measure(pdfs: list[Path], rounds: int) -> dict:
         work = Path(tmp)
         prefect_start, model_load = warm_up(work)
         walls, per_stage = [], {}
+        cpu_started = time.process_time()
         for n in range(rounds):
             started = time.perf_counter()
             summary = ingest(sources=[str(p) for p in pdfs], db=str(work / f"db{n}"))
@@ -77,22 +78,26 @@ def measure(pdfs: list[Path], rounds: int) -> dict:
             for stage, seconds in summary["stage_seconds"].items():
                 per_stage.setdefault(stage, []).append(seconds)
         pages = sum(d["page_count"] for d in Index.open(str(work / "db0"), create=False).documents())
+    cpu = time.process_time() - cpu_started
+    worker_peak_mib, worker_cpu = _workers_usage()
     return {"walls": walls, "per_stage": per_stage, "pages": pages, "totals": summary["totals"],
             "prefect_start": prefect_start, "model_load": model_load,
-            "worker_peak_mib": _workers_peak_mib()}
+            "worker_peak_mib": worker_peak_mib, "cpu": (cpu + worker_cpu) / rounds}
 
 
-def _workers_peak_mib() -> float:
-    """The largest peak RSS of the extraction worker processes (stopped here, so that the
-    kernel reports them among the waited-for children; 0 before workers existed)."""
+def _workers_usage() -> tuple[float, float]:
+    """The largest peak RSS (MiB) of the extraction worker processes and their CPU seconds
+    (they are stopped here, so that the kernel counts them among the waited-for children;
+    the warm-up starts no other child that ends before)."""
     import resource
 
     try:
         from propdex.extract.isolated import stop_workers
     except ImportError:  # a revision without isolated extraction
-        return 0.0
+        return 0.0, 0.0
     stop_workers()
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def print_single(result: dict, pdfs: list[Path], rounds: int) -> None:
@@ -138,10 +143,11 @@ def compare(pdfs: list[Path], rounds: int, baseline: str, readers: bool = False)
           f"fresh process each; load average {load_before:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after\n")
     stages = sorted({s for results in runs.values() for r, _ in results for s in r["per_stage"]})
-    print("| code | pages | wall (s) | pages per minute | peak RSS (MiB) | "
+    print("| code | pages | wall (s) | pages per minute | CPU of the ingest with its workers (s) | "
+          "pages per CPU-minute | peak RSS (MiB) | "
           "extraction worker peak RSS (MiB) | model load (s) | "
           + " | ".join(f"{s} (s)" for s in stages) + " |")
-    print("|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(stages))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(stages))
     per_minute = {}
     for name, results in runs.items():
         wall = statistics.median(r["walls"][0] for r, _ in results)
@@ -150,8 +156,9 @@ def compare(pdfs: list[Path], rounds: int, baseline: str, readers: bool = False)
         stage_cells = " | ".join(
             f"{statistics.median(r['per_stage'].get(s, [0.0])[0] for r, _ in results):.2f}"
             for s in stages)
-        print(f"| {name} | {pages} | {wall:.2f} | {per_minute[name]:.0f} | "
-              f"{max(rss for _, rss in results):.0f} | "
+        cpu = statistics.median(r.get("cpu", 0.0) for r, _ in results)
+        print(f"| {name} | {pages} | {wall:.2f} | {per_minute[name]:.0f} | {cpu:.1f} | "
+              f"{60 * pages / cpu if cpu else 0:.0f} | {max(rss for _, rss in results):.0f} | "
               f"{max(r.get('worker_peak_mib', 0.0) for r, _ in results):.0f} | "
               f"{statistics.median(r['model_load'] for r, _ in results):.1f} | {stage_cells} |")
     before, *afters = per_minute.values()

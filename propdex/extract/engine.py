@@ -5,12 +5,14 @@ picture, formula, footnote, caption, page header and footer) in reading order, t
 their cell grid. Each box becomes one paragraph of Markdown: ``#`` headings (levels from
 the headings' font sizes across the document), ``- `` list items, ``> `` footnotes and pipe
 tables with one row per line and empty cells kept. Running headers and footers are left
-out by propdex's own detector (``furniture``), given the engine's boxes: it removes only lines repeated across pages, where the engine's
-page-header and page-footer classes also take a page's footnote or the date and e-mail of
-a title page. Text comes from the engine's plain-text renderers (``*_to_text`` and the tables'
+out by propdex's own detector (``furniture``), given the engine's lines: it removes only
+lines repeated across pages, where the engine's page-header and page-footer classes also
+took a page's footnote and the date and e-mail of a title page (bench/RESULTS.md). Text
+comes from the engine's plain-text renderers (``*_to_text`` and the tables'
 ``extract`` cells), not its Markdown ones: those wrap every styled span in ``_``/``**``
 and superscripts in ``<sup>``, which would land in the index as noise
-(``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19).
+(``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19). The plain text has no superscript mark
+either: that cell reads "2.3 · 1019".
 
 Every paragraph records the rectangle it was read from, every table row its row's
 rectangle, so that stored text maps back to page regions.
@@ -66,7 +68,8 @@ class LayoutPages:
 
 
 def _engine():
-    # Imported on first use: the engine loads its ONNX models on import (a second or so).
+    # Imported on first use, as the fast reader needs none of it (its ONNX models load on
+    # the first page read: about two seconds).
     import pymupdf4llm.helpers.document_layout as document_layout
     from pymupdf4llm.helpers import utils
 

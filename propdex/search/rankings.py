@@ -28,7 +28,7 @@ import numpy as np
 
 from propdex.store import maintenance
 from propdex.store import predicates as p
-from propdex.store.datasets import open_dataset, read_rows
+from propdex.store.datasets import open_dataset, read_rows, select_stored
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
 from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, META, PROPOSITIONS, VECTOR
 
@@ -130,8 +130,9 @@ class Rankings:
         elif (probes := vector_index_probes(dataset)) is not None:
             nearest["nprobes"] = probes
         where = where_for_scope(table, doc_ids, meta)
-        rows = dataset.scanner(columns=[*columns, "_distance"], nearest=nearest, filter=where,
-                               prefilter=where is not None).to_table().to_pylist()
+        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
+            columns=[*present, "_distance"], nearest=nearest, filter=where,
+            prefilter=where is not None).to_table().to_pylist())
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
@@ -144,10 +145,9 @@ class Rankings:
         if dataset is None or not query.strip() or not _can_hold(dataset, meta):
             return []
         where = where_for_scope(table, doc_ids, meta)
-        rows = dataset.scanner(columns=[*columns, "_score"],
-                               full_text_query=MatchQuery(query, FTS_COLUMN), filter=where,
-                               prefilter=where is not None, limit=limit
-                               ).to_table().to_pylist()
+        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
+            columns=[*present, "_score"], full_text_query=MatchQuery(query, FTS_COLUMN),
+            filter=where, prefilter=where is not None, limit=limit).to_table().to_pylist())
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows

@@ -72,6 +72,9 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "meta": _META,
         "object_etag": "Object-store sources: the object's ETag when last indexed.",
         "object_size": "Object-store sources: the object's size in bytes when last indexed.",
+        "pdf_reader": "PDFs (and EPUB, XPS, MOBI, FB2): `layout` (PyMuPDF's layout engine) or "
+                      "`fast` (plain text lines); null for text and Markdown.",
+        "layout_fallback_pages": "Pages the layout engine failed on, read in fast mode instead.",
     },
     CHUNKS: {
         "chunk_id": "Id derived from the document and the chunk's offsets (unique among live "
@@ -92,6 +95,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "run_id": _LINEAGE["run_id"],
         "vector": "Embedding of the header and the text. " + _LINEAGE["vector"],
         "meta": _META,
+        "boxes": "Page rectangles the text came from: `{page, x0, y0, x1, y1}` in PDF points "
+                 "(origin top left); null for non-PDF sources and PDFs read in fast mode.",
     },
     PROPOSITIONS: {
         "prop_id": "Id derived from the parent chunk and the ordinal (unique among live rows).",
@@ -114,5 +119,7 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "run_id": _LINEAGE["run_id"],
         "vector": "Embedding of the proposition's text. " + _LINEAGE["vector"],
         "meta": _META,
+        "boxes": "Page rectangles of what it came from: the table row it states, else its "
+                 "chunk's boxes.",
     },
 }

@@ -41,6 +41,8 @@ class Index(Replacements):
         self._tables: dict[str, Any] = {}
         self._fts_checked: set[str] = set()
         self._migrated: set[str] = set()
+        # Per table, its column names as searches last looked them up (one round trip).
+        self._stored_names: dict[str, set[str]] = {}
         self._guard = threading.RLock()
         local = is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)

@@ -52,6 +52,11 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 # chunks and propositions is then a prefilter over their label-list index (null: none).
 META = "meta"
 META_FIELD = pa.field(META, pa.list_(pa.string()))
+# A page rectangle in PDF points (origin top left, y downwards), page numbers 1-based.
+PAGE_BOX = pa.struct([
+    pa.field("page", pa.int32()), pa.field("x0", pa.float32()), pa.field("y0", pa.float32()),
+    pa.field("x1", pa.float32()), pa.field("y1", pa.float32()),
+])
 
 DOCUMENTS_SCHEMA = pa.schema([
     _key("doc_id"),
@@ -98,6 +103,9 @@ DOCUMENTS_SCHEMA = pa.schema([
     # a re-run that lists the same pair downloads nothing.
     pa.field("object_etag", pa.string()),
     pa.field("object_size", pa.int64()),
+    pa.field("pdf_reader", pa.string()),  # PDFs: "layout" (layout engine) or "fast" (text lines)
+    # PDFs read with the layout engine: pages it failed on, read in fast mode instead
+    pa.field("layout_fallback_pages", pa.list_(pa.int32())),
 ])
 
 
@@ -120,6 +128,9 @@ def chunks_schema(dim: int) -> pa.Schema:
         _required("run_id"),
         _vector(dim),
         META_FIELD,
+        # Added later (nullable, at the end): page rectangles the text came from; null for
+        # non-PDF sources and PDFs read in fast mode.
+        pa.field("boxes", pa.list_(PAGE_BOX)),
     ])
 
 
@@ -145,6 +156,8 @@ def propositions_schema(dim: int) -> pa.Schema:
         _required("run_id"),
         _vector(dim),
         META_FIELD,
+        # Added later (nullable, at the end): page rectangles of what it came from (its chunk).
+        pa.field("boxes", pa.list_(PAGE_BOX)),
     ])
 
 

@@ -1,0 +1,284 @@
+"""PDF pages read through PyMuPDF's layout engine (pymupdf4llm, bundled with PyMuPDF 2).
+
+The engine finds each page's layout boxes (title, section header, text, list item, table,
+picture, formula, footnote, caption, page header and footer) in reading order, tables with
+their cell grid. Each box becomes one paragraph of Markdown: ``#`` headings (levels from
+the headings' font sizes across the document), ``- `` list items, ``> `` footnotes and pipe
+tables with one row per line and empty cells kept. Running headers and footers are left
+out by propdex's own detector (``furniture``), given the engine's lines: it removes only
+lines repeated across pages, where the engine's page-header and page-footer classes also
+took a page's footnote and the date and e-mail of a title page (bench/RESULTS.md). Text
+comes from the engine's plain-text renderers (``*_to_text`` and the tables'
+``extract`` cells), not its Markdown ones: those wrap every styled span in ``_``/``**``
+and superscripts in ``<sup>``, which would land in the index as noise
+(``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19). The plain text has no superscript mark
+either: that cell reads "2.3 · 1019".
+
+Every paragraph records the rectangle it was read from, every table row its row's
+rectangle, so that stored text maps back to page regions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pymupdf
+
+from propdex.extract.layout import Block
+from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
+from propdex.models import PageBox, SectionHint, TextRegion
+
+PARAGRAPH_SEPARATOR = "\n\n"
+OCR_LANGUAGE = "eng"
+_HEADINGS = ("title", "section-header")
+_MAX_HEADING_LEVEL = 6
+_NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
+
+
+@dataclass
+class Piece:
+    """One layout box's text on a page. ``parts`` are (start, end, rectangle) within
+    ``text``; a heading's text gets its ``#`` prefix once every heading size is known."""
+
+    text: str
+    parts: list[tuple[int, int, tuple[float, float, float, float]]]
+    heading_size: int | None = None
+    # The box's lines as printed, with their rectangles (for the furniture detector)
+    lines: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
+
+
+@dataclass
+class PagePieces:
+    pieces: list[Piece] = field(default_factory=list)
+    height: float = 0.0
+    top: float = 0.0
+    furniture_lines: int = 0  # lines of running headers and footers left out
+    ocr: bool = False  # some of its text came from OCR
+
+
+@dataclass
+class LayoutPages:
+    """Page texts and, relative to each page's start, its regions and sections."""
+
+    texts: list[str]
+    # (start, end, rectangle, block): the block numbers boxes across the document
+    regions: list[list[tuple[int, int, tuple[float, float, float, float], int]]]
+    sections: list[list[tuple[int, str, int]]]  # (offset, title, level)
+    furniture_removed: int
+
+
+def _engine():
+    # Imported on first use, as the fast reader needs none of it (its ONNX models load on
+    # the first page read: about two seconds).
+    import pymupdf4llm.helpers.document_layout as document_layout
+    from pymupdf4llm.helpers import utils
+
+    return document_layout, utils
+
+
+def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
+    """The page's boxes as pieces of text. With ``ocr`` the engine decides whether the page
+    (or an image on it) needs OCR and runs Tesseract on what has no legible text. Raises
+    whatever the engine raises."""
+    document_layout, utils = _engine()
+    options: dict = {"use_ocr": False}
+    if ocr:
+        # Passed in rather than chosen by the engine, which would announce its choice on
+        # every call; imported only here, as it looks for Tesseract on import.
+        from pymupdf4llm.ocr import tesseract_api
+
+        options = {"use_ocr": True, "ocr_function": tesseract_api.exec_ocr,
+                   "ocr_language": OCR_LANGUAGE}
+    parsed = document_layout.parse_document(doc, pages=[index], force_text=True, **options)
+    page = parsed.pages[0]
+    rect = doc.load_page(index).rect
+    result = PagePieces(height=rect.height, top=rect.y0)
+    result.ocr = ocr and any(utils.is_ocr_text(span) for box in page.boxes
+                             for line in box.textlines or [] for span in line["spans"])
+    levels = document_layout.create_list_item_levels(page.boxes)
+    for number, box in enumerate(page.boxes):
+        box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
+        # Lines before rendering: the renderers consume the spans of list items.
+        lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
+                 for line in box.textlines or [] if line["spans"]]
+        piece = _box_piece(box, box_rect, levels.get(number, 1))
+        if piece is not None and piece.text:
+            piece.lines = lines
+            result.pieces.append(piece)
+    return result
+
+
+def furniture_blocks(page: PagePieces) -> tuple[list[Block], list[tuple[int, int]]]:
+    """Every line of the page's pieces as a one-line block with its own box, as the
+    furniture detector reads blocks, and the (piece index, line index) each one is. Tables
+    offer none: a table header repeated atop each page of a long table is content."""
+    blocks, owners = [], []
+    for piece_index, piece in enumerate(page.pieces):
+        for line_index, (text, rect) in enumerate(piece.lines):
+            blocks.append(Block(*rect, text + "\n"))
+            owners.append((piece_index, line_index))
+    return blocks, owners
+
+
+def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
+    """Leave out the (piece index, line index) lines the furniture detector found."""
+    kept_pieces = []
+    for index, piece in enumerate(page.pieces):
+        gone = {line for piece_index, line in removed if piece_index == index}
+        if not gone:
+            kept_pieces.append(piece)
+            continue
+        page.furniture_lines += len(gone)
+        kept = [line for number, line in enumerate(piece.lines) if number not in gone]
+        joined = " ".join(text for text, _ in kept)
+        text = _one_line(joined) if piece.heading_size is not None else normalise_pdf_text(joined)
+        if text:
+            piece.text, piece.lines = text, kept
+            piece.parts = [(0, len(text), piece.parts[0][2])]
+            kept_pieces.append(piece)
+    page.pieces = kept_pieces
+
+
+def _box_piece(box, rect, list_level: int) -> Piece | None:
+    document_layout, _ = _engine()
+    kind = box.boxclass
+    if kind == "table":
+        return _table_piece(box.table or {}, rect)
+    lines = box.textlines or []
+    if not lines:
+        return None
+    if kind in _HEADINGS:
+        spans = [span for line in lines for span in line["spans"]]
+        title = _one_line(document_layout.get_plain_text(spans))
+        return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0)
+    if kind in ("picture", "formula"):
+        # Labels and values drawn inside a chart or a formula: one line each, as printed.
+        raw = "\n".join(" ".join(s["text"] for s in line["spans"]) for line in lines)
+    elif kind == "list-item":
+        raw = _list_items(document_layout.list_item_to_text(lines, list_level))
+    elif kind == "footnote":
+        raw = document_layout.footnote_to_text(lines)
+    else:
+        raw = document_layout.text_to_text(lines)
+    text = normalise_pdf_text(raw)
+    return Piece(text, [(0, len(text), rect)])
+
+
+def _one_line(text: str) -> str:
+    return " ".join(tidy_whitespace(text).split())
+
+
+def _list_items(text: str) -> str:
+    """Markdown list items: the engine's plain renderer drops private-use bullet glyphs
+    but keeps others and writes no marker; each item gets "- " unless numbered."""
+    _, utils = _engine()
+    items = []
+    for item in text.split(PARAGRAPH_SEPARATOR):
+        body = item.strip()
+        if not body:
+            continue
+        indent = item[: len(item) - len(item.lstrip(" "))]
+        if utils.startswith_bullet(body):
+            body = body[1:].strip()
+        elif body.startswith(_NUMBERED_ITEM):
+            items.append(indent + body)
+            continue
+        items.append(f"{indent}- {body}")
+    return "\n".join(items)
+
+
+def _cell(text: str | None) -> str:
+    return _one_line(text or "").replace("|", "\\|")
+
+
+def _table_piece(table: dict, rect) -> Piece | None:
+    """A pipe table, one row per line, the first row as its header; each row records the
+    rectangle its cells span."""
+    rows = table.get("extract") or []
+    cells = table.get("cells") or []
+    kept = [
+        ([_cell(c) for c in row], cells[index] if index < len(cells) else None)
+        for index, row in enumerate(rows)
+        if any(_cell(c) for c in row)
+    ]
+    if not kept:
+        return None
+    width = max(len(row) for row, _ in kept)
+    lines: list[str] = []
+    parts = []
+    offset = 0
+    for index, (row, row_cells) in enumerate(kept):
+        line = "|" + "|".join(row + [""] * (width - len(row))) + "|"
+        parts.append((offset, offset + len(line), _row_rect(row_cells, rect)))
+        lines.append(line)
+        offset += len(line) + 1
+        if index == 0:
+            separator = "|" + "|".join(["---"] * width) + "|"
+            lines.append(separator)
+            offset += len(separator) + 1
+    return Piece("\n".join(lines), parts)
+
+
+def _row_rect(row_cells, table_rect):
+    boxes = [c for c in row_cells or [] if c]
+    if not boxes:
+        return table_rect
+    return (
+        float(min(c[0] for c in boxes)), float(min(c[1] for c in boxes)),
+        float(max(c[2] for c in boxes)), float(max(c[3] for c in boxes)),
+    )
+
+
+def heading_levels(sizes: set[int]) -> dict[int, int]:
+    """Heading level per font size, as the engine assigns them: the six largest sizes are
+    levels 1-6, anything smaller is level 6."""
+    ranked = sorted(sizes, reverse=True)
+    return {size: min(ranked.index(size) + 1, _MAX_HEADING_LEVEL) for size in ranked}
+
+
+def assemble(pages: list[PagePieces]) -> LayoutPages:
+    """Page texts with paragraphs joined by blank lines, headings written with their ``#``
+    level, and each page's regions and sections relative to the page start."""
+    levels = heading_levels({p.heading_size for page in pages for p in page.pieces
+                             if p.heading_size is not None})
+    texts, regions, sections = [], [], []
+    block = 0
+    for page in pages:
+        chunks: list[str] = []
+        page_regions = []
+        page_sections = []
+        offset = 0
+        for piece in page.pieces:
+            text, shift = piece.text, 0
+            if piece.heading_size is not None:
+                level = levels[piece.heading_size]
+                page_sections.append((offset, piece.text, level))
+                shift = level + 1
+                text = "#" * level + " " + piece.text
+            # A heading's region takes in its "#" prefix.
+            page_regions += [
+                (offset + start + (shift if start else 0), offset + end + shift, rect, block)
+                for start, end, rect in piece.parts
+            ]
+            block += 1
+            chunks.append(text)
+            offset += len(text) + len(PARAGRAPH_SEPARATOR)
+        texts.append(PARAGRAPH_SEPARATOR.join(chunks))
+        regions.append(page_regions)
+        sections.append(page_sections)
+    furniture = sum(page.furniture_lines for page in pages)
+    return LayoutPages(texts, regions, sections, furniture)
+
+
+def place(layout: LayoutPages, page_starts: list[int]) -> tuple[list[TextRegion], list[SectionHint]]:
+    """Regions and sections at their offsets in the joined document text."""
+    regions: list[TextRegion] = []
+    sections: list[SectionHint] = []
+    for number, (start, page_regions, page_sections) in enumerate(
+        zip(page_starts, layout.regions, layout.sections, strict=True), start=1
+    ):
+        for begin, end, (x0, y0, x1, y1), block in page_regions:
+            regions.append(TextRegion(start + begin, start + end,
+                                      PageBox(number, x0, y0, x1, y1), block))
+        sections += [SectionHint(title, level, start + offset) for offset, title, level in page_sections]
+    return regions, sections

@@ -15,6 +15,7 @@ DEFAULT = "default"
 LLMChoice = Literal["default", "offline", "openai"]
 ChunkerChoice = Literal["default", "fixed", "recursive", "passages", "semantic", "llm"]
 EmbedderChoice = Literal["default", "minilm", "openai"]
+PdfReaderChoice = Literal["default", "layout", "fast"]
 
 
 class IngestOptions(BaseModel):
@@ -59,7 +60,13 @@ class IngestOptions(BaseModel):
         None, ge=1, title="Documents at once", description="Documents processed at once; default 4."
     )
 
-    @field_validator("llm", "chunker", "embedder", mode="before")
+    pdf_reader: PdfReaderChoice = Field(
+        DEFAULT, title="PDF reader",
+        description="default: layout (PyMuPDF's layout engine: headings, lists, tables, page "
+        "regions); fast: plain text lines, about a hundred times faster.",
+    )
+
+    @field_validator("llm", "chunker", "embedder", "pdf_reader", mode="before")
     @classmethod
     def _empty_is_default(cls, value: object) -> object:
         # The CLI passes None for a flag left out; older saved parameters hold null.

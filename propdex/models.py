@@ -23,6 +23,29 @@ class SectionHint:
     char_start: int  # where the section begins in the document text
 
 
+@dataclass(frozen=True)
+class PageBox:
+    """A rectangle of a page in PDF points, origin top left (as PyMuPDF gives it)."""
+
+    page: int  # 1-based page number
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+@dataclass(frozen=True)
+class TextRegion:
+    """Characters ``[start, end)`` of the document text were read from ``box``; ``block``
+    numbers the layout block (paragraph, heading, table...) within the document, so that
+    the regions of one block (the rows of a table) can be merged back into one box."""
+
+    start: int
+    end: int
+    box: PageBox
+    block: int
+
+
 @dataclass
 class ExtractedDocument:
     source: str  # normalised absolute path or URI
@@ -38,6 +61,12 @@ class ExtractedDocument:
     encoding: str | None = None  # text files: the encoding the bytes were read in ("cp1252")
     # PDFs: running header, footer and page-number lines kept out of ``text``
     furniture_removed: int | None = None
+    # PDFs: "layout" (PyMuPDF's layout engine) or "fast" (plain text lines); None otherwise
+    pdf_reader: str | None = None
+    # Pages the layout engine failed on, read in fast mode instead (1-based)
+    layout_fallback_pages: list[int] = field(default_factory=list)
+    # Page rectangles of the text, sorted by start (layout-mode PDFs only)
+    regions: list[TextRegion] = field(default_factory=list)
 
     def pages_for(self, start: int, end: int) -> tuple[int, int]:
         """First and last page touched by text[start:end]."""

@@ -149,6 +149,12 @@ class Settings(BaseSettings):
 
     # Inputs and limits
     pdf_password: SecretStr | None = None
+    pdf_reader: Literal["layout", "fast"] = Field(
+        "layout", description="How PDFs are read: layout = PyMuPDF's layout engine (headings, "
+        "lists, tables as Markdown, reading order, page regions of every chunk; about 0.3 s of "
+        "CPU per page); fast = MuPDF's plain text lines, about a hundred times faster, no page "
+        "regions. Changing it re-ingests (part of the pipeline fingerprint).",
+    )
     max_file_mb: float = Field(200.0, gt=0)
     max_pages: int = Field(5000, ge=1)
     document_concurrency: int = Field(4, ge=1, description="Documents processed at once.")
@@ -345,6 +351,9 @@ class Settings(BaseSettings):
             "embed": [self.embedder, self.embed_model_name] + self._embed_reading(),
         }
         relevant.update(self._chunking_fingerprint())
+        if self.pdf_reader != "fast":
+            # Only beside fast mode: indexes read before the layout engine keep their fingerprint.
+            relevant["pdf_reader"] = self.pdf_reader
         blob = json.dumps(relevant, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

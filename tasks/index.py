@@ -99,6 +99,7 @@ def commit_document(
         cached_llm_calls=usage.cached_calls, prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens, embeddings_computed=embeddings.computed,
         encoding=doc.encoding, furniture_removed=doc.furniture_removed,
+        layout_fallback_pages=list(doc.layout_fallback_pages),
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
     )

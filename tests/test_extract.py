@@ -39,7 +39,7 @@ THREE_PAGES = [
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings()
+    return Settings(pdf_reader="fast")
 
 
 @pytest.fixture
@@ -269,13 +269,13 @@ def test_encrypted_without_password(encrypted_pdf: Path, settings: Settings) -> 
 
 
 def test_encrypted_with_wrong_password(encrypted_pdf: Path) -> None:
-    settings = Settings(pdf_password=SecretStr("wrong"))
+    settings = Settings(pdf_reader="fast", pdf_password=SecretStr("wrong"))
     reason = extraction_reason(encrypted_pdf, settings, EncryptedDocumentError)
     assert "encrypted: wrong password" == reason
 
 
 def test_encrypted_with_password(encrypted_pdf: Path) -> None:
-    doc = extract_document(encrypted_pdf, Settings(pdf_password=SecretStr("s3cret")))
+    doc = extract_document(encrypted_pdf, Settings(pdf_reader="fast", pdf_password=SecretStr("s3cret")))
     assert "Confidential numbers inside." == doc.text
 
 
@@ -486,7 +486,7 @@ def test_arabic_text_round_trips_in_logical_order(tmp_path: Path, settings: Sett
 
 @pytest.fixture
 def levels_of_agi(corpus: Path):
-    return extract_document(corpus / "levels_of_agi.pdf", Settings())
+    return extract_document(corpus / "levels_of_agi.pdf", Settings(pdf_reader="fast"))
 
 
 @pytest.mark.corpus

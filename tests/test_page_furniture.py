@@ -25,7 +25,7 @@ BODIES = [
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings()
+    return Settings(pdf_reader="fast")
 
 
 def page_texts(path: Path, settings: Settings) -> list[str]:

@@ -61,6 +61,9 @@ def extract_document(path: str | os.PathLike[str], settings: Settings) -> Extrac
             page_count=pdf.page_count,
             ocr=pdf.ocr,
             furniture_removed=pdf.furniture_removed,
+            pdf_reader=pdf.reader,
+            layout_fallback_pages=pdf.fallback_pages,
+            regions=pdf.regions,
         )
 
     data = _read_or_fail(source, file_path.read_bytes)

@@ -25,6 +25,8 @@ class DocumentOutcome:
     embeddings_computed: int = 0
     encoding: str | None = None  # text files: the encoding read (reported when not UTF-8)
     furniture_removed: int | None = None  # PDFs: running header/footer lines left out
+    # PDFs: pages the layout engine failed on, read in fast mode instead
+    layout_fallback_pages: list[int] = field(default_factory=list)
     embed_truncated: int | None = None  # texts the embedder could not read whole; None = unknown
     stage_seconds: dict[str, float] = field(default_factory=dict)
     context_fallback: str | None = None  # title/summary from the offline backend, and why

@@ -39,6 +39,11 @@ def render_markdown(summary: RunSummary) -> str:
     if summary.refused:
         lines += ["", "**Refused (outside the allowed roots, not read):**", ""]
         lines += [f"- {_cell(path)}: {_cell(reason)}" for path, reason in summary.refused]
+    fallbacks = [d for d in indexed if d.layout_fallback_pages]
+    if fallbacks:
+        lines += ["", "**Pages the layout engine failed on (read in fast mode):**", ""]
+        lines += [f"- {_cell(d.source)}: page(s) {', '.join(map(str, d.layout_fallback_pages))}"
+                  for d in fallbacks]
     legacy = [d for d in indexed if d.encoding not in (None, UTF8)]
     if legacy:
         # Worth a look: a guessed legacy encoding can be wrong on short or mixed files.

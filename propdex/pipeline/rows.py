@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, ExtractedDocument, Usage
+from propdex.regions import boxes_as_rows, boxes_for_span
 from propdex.settings import Settings
 
 
@@ -27,10 +28,15 @@ def chunk_rows(
             "page_end": c.page_end, "char_start": c.char_start, "char_end": c.char_end,
             "source": doc.source, "content_sha256": doc.content_sha256,
             "embed_model": settings.embed_model_name, "prop_error": errors.get(c.chunk_id),
-            "run_id": run_id, "vector": vectors[i],
+            "run_id": run_id, "vector": vectors[i], "boxes": chunk_boxes(doc, c),
         }
         for i, c in enumerate(chunks)
     ]
+
+
+def chunk_boxes(doc: ExtractedDocument, chunk: Chunk) -> list[dict] | None:
+    """The page rectangles of a chunk's text, as stored (None: the document has none)."""
+    return boxes_as_rows(boxes_for_span(doc.regions, chunk.char_start, chunk.char_end))
 
 
 def proposition_rows(
@@ -41,6 +47,7 @@ def proposition_rows(
     rows = []
     for outcome in outcomes:
         parent = by_id[outcome.chunk_id]
+        boxes = chunk_boxes(doc, parent)
         for p in outcome.propositions:
             rows.append({
                 "prop_id": p.prop_id, "chunk_id": p.chunk_id, "doc_id": p.doc_id,
@@ -54,7 +61,7 @@ def proposition_rows(
                 "source": doc.source, "content_sha256": doc.content_sha256,
                 "llm_model": settings.model_for("propositions"), "prompt_version": prompt_version,
                 "embed_model": settings.embed_model_name, "run_id": run_id,
-                "vector": vectors[len(rows)],
+                "vector": vectors[len(rows)], "boxes": boxes,
             })
     return rows
 
@@ -92,6 +99,7 @@ def document_row(
         # Degradation, in lineage; either makes the planner retry the document next run.
         "context_fallback": context.fallback,
         "ungraded_count": sum(o.ungraded for o in outcomes),
+        "pdf_reader": doc.pdf_reader, "layout_fallback_pages": doc.layout_fallback_pages or None,
     }
 
 

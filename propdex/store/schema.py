@@ -48,6 +48,12 @@ def _vector(dim: int) -> pa.Field:
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
+# A page rectangle in PDF points (origin top left, y downwards), page numbers 1-based.
+PAGE_BOX = pa.struct([
+    pa.field("page", pa.int32()), pa.field("x0", pa.float32()), pa.field("y0", pa.float32()),
+    pa.field("x1", pa.float32()), pa.field("y1", pa.float32()),
+])
+
 DOCUMENTS_SCHEMA = pa.schema([
     _key("doc_id"),
     _required("source"),
@@ -87,6 +93,9 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("context_fallback", pa.string()),  # title/summary written by the offline fallback
     pa.field("embed_truncated", pa.int32()),  # texts the embedder could not read whole
     pa.field("ungraded_count", pa.int32()),  # propositions whose grading failed (not searchable)
+    pa.field("pdf_reader", pa.string()),  # PDFs: "layout" (layout engine) or "fast" (text lines)
+    # PDFs read with the layout engine: pages it failed on, read in fast mode instead
+    pa.field("layout_fallback_pages", pa.list_(pa.int32())),
 ])
 
 
@@ -108,6 +117,9 @@ def chunks_schema(dim: int) -> pa.Schema:
         pa.field("prop_error", pa.string()),  # why proposition extraction failed for this chunk
         _required("run_id"),
         _vector(dim),
+        # Added later (nullable, at the end): page rectangles the text came from; null for
+        # non-PDF sources and PDFs read in fast mode.
+        pa.field("boxes", pa.list_(PAGE_BOX)),
     ])
 
 
@@ -132,6 +144,8 @@ def propositions_schema(dim: int) -> pa.Schema:
         pa.field("embed_model", pa.string()),
         _required("run_id"),
         _vector(dim),
+        # Added later (nullable, at the end): page rectangles of what it came from (its chunk).
+        pa.field("boxes", pa.list_(PAGE_BOX)),
     ])
 
 

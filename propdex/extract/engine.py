@@ -1,0 +1,228 @@
+"""PDF pages read through PyMuPDF's layout engine (pymupdf4llm, bundled with PyMuPDF 2).
+
+The engine finds each page's layout boxes (title, section header, text, list item, table,
+picture, formula, footnote, caption, page header and footer) in reading order, tables with
+their cell grid. Each box becomes one paragraph of Markdown: ``#`` headings (levels from
+the headings' font sizes across the document), ``- `` list items, ``> `` footnotes and pipe
+tables with one row per line and empty cells kept. Running headers and footers are left
+out. Text comes from the engine's plain-text renderers (``*_to_text`` and the tables'
+``extract`` cells), not its Markdown ones: those wrap every styled span in ``_``/``**``
+and superscripts in ``<sup>``, which would land in the index as noise
+(``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19).
+
+Every paragraph records the rectangle it was read from, every table row its row's
+rectangle, so that stored text maps back to page regions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pymupdf
+
+from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
+from propdex.models import PageBox, SectionHint, TextRegion
+
+PARAGRAPH_SEPARATOR = "\n\n"
+_FURNITURE = ("page-header", "page-footer")
+_HEADINGS = ("title", "section-header")
+_MAX_HEADING_LEVEL = 6
+_NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
+
+
+@dataclass
+class Piece:
+    """One layout box's text on a page. ``parts`` are (start, end, rectangle) within
+    ``text``; a heading's text gets its ``#`` prefix once every heading size is known."""
+
+    text: str
+    parts: list[tuple[int, int, tuple[float, float, float, float]]]
+    heading_size: int | None = None
+
+
+@dataclass
+class PagePieces:
+    pieces: list[Piece] = field(default_factory=list)
+    furniture_lines: int = 0  # lines of running headers and footers left out
+
+
+@dataclass
+class LayoutPages:
+    """Page texts and, relative to each page's start, its regions and sections."""
+
+    texts: list[str]
+    # (start, end, rectangle, block): the block numbers boxes across the document
+    regions: list[list[tuple[int, int, tuple[float, float, float, float], int]]]
+    sections: list[list[tuple[int, str, int]]]  # (offset, title, level)
+    furniture_removed: int
+
+
+def _engine():
+    # Imported on first use: the engine loads its ONNX models on import (a second or so).
+    import pymupdf4llm.helpers.document_layout as document_layout
+    from pymupdf4llm.helpers import utils
+
+    return document_layout, utils
+
+
+def read_page(doc: pymupdf.Document, index: int) -> PagePieces:
+    """The page's boxes as pieces of text. Raises whatever the engine raises."""
+    document_layout, _ = _engine()
+    parsed = document_layout.parse_document(doc, pages=[index], use_ocr=False, force_text=True)
+    page = parsed.pages[0]
+    result = PagePieces()
+    levels = document_layout.create_list_item_levels(page.boxes)
+    for number, box in enumerate(page.boxes):
+        rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
+        if box.boxclass in _FURNITURE:
+            result.furniture_lines += len(box.textlines or [])
+            continue
+        piece = _box_piece(box, rect, levels.get(number, 1))
+        if piece is not None and piece.text:
+            result.pieces.append(piece)
+    return result
+
+
+def _box_piece(box, rect, list_level: int) -> Piece | None:
+    document_layout, _ = _engine()
+    kind = box.boxclass
+    if kind == "table":
+        return _table_piece(box.table or {}, rect)
+    lines = box.textlines or []
+    if not lines:
+        return None
+    if kind in _HEADINGS:
+        spans = [span for line in lines for span in line["spans"]]
+        title = _one_line(document_layout.get_plain_text(spans))
+        return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0)
+    if kind in ("picture", "formula"):
+        # Labels and values drawn inside a chart or a formula: one line each, as printed.
+        raw = "\n".join(" ".join(s["text"] for s in line["spans"]) for line in lines)
+    elif kind == "list-item":
+        raw = _list_items(document_layout.list_item_to_text(lines, list_level))
+    elif kind == "footnote":
+        raw = document_layout.footnote_to_text(lines)
+    else:
+        raw = document_layout.text_to_text(lines)
+    text = normalise_pdf_text(raw)
+    return Piece(text, [(0, len(text), rect)])
+
+
+def _one_line(text: str) -> str:
+    return " ".join(tidy_whitespace(text).split())
+
+
+def _list_items(text: str) -> str:
+    """Markdown list items: the engine's plain renderer drops private-use bullet glyphs
+    but keeps others and writes no marker; each item gets "- " unless numbered."""
+    _, utils = _engine()
+    items = []
+    for item in text.split(PARAGRAPH_SEPARATOR):
+        body = item.strip()
+        if not body:
+            continue
+        indent = item[: len(item) - len(item.lstrip(" "))]
+        if utils.startswith_bullet(body):
+            body = body[1:].strip()
+        elif body.startswith(_NUMBERED_ITEM):
+            items.append(indent + body)
+            continue
+        items.append(f"{indent}- {body}")
+    return "\n".join(items)
+
+
+def _cell(text: str | None) -> str:
+    return _one_line(text or "").replace("|", "\\|")
+
+
+def _table_piece(table: dict, rect) -> Piece | None:
+    """A pipe table, one row per line, the first row as its header; each row records the
+    rectangle its cells span."""
+    rows = table.get("extract") or []
+    cells = table.get("cells") or []
+    kept = [
+        ([_cell(c) for c in row], cells[index] if index < len(cells) else None)
+        for index, row in enumerate(rows)
+        if any(_cell(c) for c in row)
+    ]
+    if not kept:
+        return None
+    width = max(len(row) for row, _ in kept)
+    lines: list[str] = []
+    parts = []
+    offset = 0
+    for index, (row, row_cells) in enumerate(kept):
+        line = "|" + "|".join(row + [""] * (width - len(row))) + "|"
+        parts.append((offset, offset + len(line), _row_rect(row_cells, rect)))
+        lines.append(line)
+        offset += len(line) + 1
+        if index == 0:
+            separator = "|" + "|".join(["---"] * width) + "|"
+            lines.append(separator)
+            offset += len(separator) + 1
+    return Piece("\n".join(lines), parts)
+
+
+def _row_rect(row_cells, table_rect):
+    boxes = [c for c in row_cells or [] if c]
+    if not boxes:
+        return table_rect
+    return (
+        float(min(c[0] for c in boxes)), float(min(c[1] for c in boxes)),
+        float(max(c[2] for c in boxes)), float(max(c[3] for c in boxes)),
+    )
+
+
+def heading_levels(sizes: set[int]) -> dict[int, int]:
+    """Heading level per font size, as the engine assigns them: the six largest sizes are
+    levels 1-6, anything smaller is level 6."""
+    ranked = sorted(sizes, reverse=True)
+    return {size: min(ranked.index(size) + 1, _MAX_HEADING_LEVEL) for size in ranked}
+
+
+def assemble(pages: list[PagePieces]) -> LayoutPages:
+    """Page texts with paragraphs joined by blank lines, headings written with their ``#``
+    level, and each page's regions and sections relative to the page start."""
+    levels = heading_levels({p.heading_size for page in pages for p in page.pieces
+                             if p.heading_size is not None})
+    texts, regions, sections = [], [], []
+    block = 0
+    for page in pages:
+        chunks: list[str] = []
+        page_regions = []
+        page_sections = []
+        offset = 0
+        for piece in page.pieces:
+            text, shift = piece.text, 0
+            if piece.heading_size is not None:
+                level = levels[piece.heading_size]
+                page_sections.append((offset, piece.text, level))
+                shift = level + 1
+                text = "#" * level + " " + piece.text
+            # A heading's region takes in its "#" prefix.
+            page_regions += [
+                (offset + start + (shift if start else 0), offset + end + shift, rect, block)
+                for start, end, rect in piece.parts
+            ]
+            block += 1
+            chunks.append(text)
+            offset += len(text) + len(PARAGRAPH_SEPARATOR)
+        texts.append(PARAGRAPH_SEPARATOR.join(chunks))
+        regions.append(page_regions)
+        sections.append(page_sections)
+    furniture = sum(page.furniture_lines for page in pages)
+    return LayoutPages(texts, regions, sections, furniture)
+
+
+def place(layout: LayoutPages, page_starts: list[int]) -> tuple[list[TextRegion], list[SectionHint]]:
+    """Regions and sections at their offsets in the joined document text."""
+    regions: list[TextRegion] = []
+    sections: list[SectionHint] = []
+    for number, (start, page_regions, page_sections) in enumerate(
+        zip(page_starts, layout.regions, layout.sections, strict=True), start=1
+    ):
+        for begin, end, (x0, y0, x1, y1), block in page_regions:
+            regions.append(TextRegion(start + begin, start + end,
+                                      PageBox(number, x0, y0, x1, y1), block))
+        sections += [SectionHint(title, level, start + offset) for offset, title, level in page_sections]
+    return regions, sections

@@ -3,16 +3,22 @@ row by row by the offline propositions."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import pymupdf
 import pytest
 
+from propdex.cache import ResultCache
 from propdex.chunking import chunk_document
 from propdex.chunking.tables import chunk_row_span, find_tables
 from propdex.extract import extract_document
 from propdex.llm.offline import OfflineBackend
 from propdex.models import DocumentContext
 from propdex.pipeline.context import attach_headers
+from propdex.pipeline.propositions import propositions_for_document
+from propdex.pipeline.rows import proposition_rows
 from propdex.settings import Settings
 
 PROSE = "The models were trained on the WMT 2014 data for three days. " * 4
@@ -178,3 +184,57 @@ def test_a_sentence_points_to_no_row(tmp_path: Path) -> None:
     path = write_markdown(tmp_path / "r.md", PROSE, CAPTION, table(SHORT_ROWS))
     _, [chunk] = table_chunks(path)
     assert None is chunk_row_span(chunk, "BLEU scores of translation models on newstest2014.")
+
+
+# --- A ruled table in a PDF read by the layout engine ---------------------------------------
+
+PDF_ROWS = [["ByteNet", "23.75", ""], ["ConvS2S", "25.16", "40.46"], ["Transformer (big)", "28.4", "41.8"]]
+
+
+def make_table_pdf(path: Path) -> Path:
+    """A page of prose, a caption, a ruled 3-column table and more prose."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_textbox(pymupdf.Rect(72, 72, 523, 152), PROSE, fontsize=11)
+    page.insert_text((72, 172), "Table 1: BLEU scores of three translation models.", fontsize=11)
+    top = 184
+    for cells in [["Model", "EN-DE", "EN-FR"], *PDF_ROWS]:
+        left = 72
+        for width, cell in zip([150, 100, 100], cells, strict=True):
+            page.draw_rect(pymupdf.Rect(left, top, left + width, top + 20), color=(0, 0, 0), width=0.7)
+            page.insert_text((left + 4, top + 14), cell, fontsize=10)
+            left += width
+        top += 20
+    page.insert_textbox(pymupdf.Rect(72, top + 20, 523, top + 100), PROSE, fontsize=11)
+    doc.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def table_pdf(tmp_path_factory):
+    path = make_table_pdf(tmp_path_factory.mktemp("pdf") / "scores.pdf")
+    doc = extract_document(path, Settings(pdf_reader="layout"))
+    return doc, chunk_document(doc, Settings())
+
+
+def test_a_pdf_table_is_one_chunk_with_its_caption(table_pdf) -> None:
+    doc, chunks = table_pdf
+    table_text = [c.text for c in chunks if "|" in c.text]
+    assert ["Table 1: BLEU scores of three translation models.\n\n|Model|EN-DE|EN-FR|\n|---|---|---|\n"
+            "|ByteNet|23.75||\n|ConvS2S|25.16|40.46|\n|Transformer (big)|28.4|41.8|"] == table_text
+
+
+def test_a_row_statement_carries_the_boxes_of_its_row(table_pdf, tmp_path: Path) -> None:
+    doc, chunks = table_pdf
+    settings = Settings()
+    context = DocumentContext(title="Scores", summary="BLEU scores.")
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = propositions_for_document(
+            chunks, context, OfflineBackend(settings), ResultCache(tmp_path / "cache"), settings, pool)
+    count = sum(len(o.propositions) for o in outcomes)
+    rows = proposition_rows(doc, chunks, outcomes, np.zeros((count, 2)), settings, "v", "run")
+    [statement] = [r for r in rows if "for Transformer (big)" in r["text"]]
+    row_start = doc.text.index("|Transformer (big)|")
+    [region] = [r for r in doc.regions if r.start == row_start]
+    box = region.box
+    assert [{"page": 1, "x0": box.x0, "y0": box.y0, "x1": box.x1, "y1": box.y1}] == statement["boxes"]

@@ -113,6 +113,12 @@ def test_the_fixed_chunker_treats_a_table_as_text(tmp_path: Path) -> None:
     assert [(doc.text.strip(), "")] == [(c.text, c.table_head) for c in chunks]
 
 
+def test_an_indented_table_starts_at_its_first_pipe() -> None:
+    text = f"Intro.\n\n  {HEADER.replace(chr(10), chr(10) + '  ')}\n  {SHORT_ROWS[0]}"
+    [found] = find_tables(text)
+    assert "| Model" == text[found.start : found.start + 7]
+
+
 def test_header_continuation_rows_are_part_of_the_head() -> None:
     text = "| | BLEU | |\n|---|---|---|\n| Model | | |\n| | EN-DE | EN-FR |\n| ByteNet | 23.75 | |"
     [found] = find_tables(text)

@@ -81,9 +81,11 @@ def plain_cell(cell: str) -> str:
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
+    """Each line's span without its surrounding whitespace."""
     spans, start = [], 0
     for line in text.split("\n"):
-        spans.append((start, start + len(line.rstrip())))
+        indent = len(line) - len(line.lstrip())
+        spans.append((start + indent, start + max(indent, len(line.rstrip()))))
         start += len(line) + 1
     return spans
 

@@ -49,6 +49,12 @@ def test_a_table_that_fits_is_one_chunk_with_its_caption_and_no_prose(tmp_path: 
     assert [(f"{CAPTION}\n\n{table(SHORT_ROWS)}", "")] == [(c.text, c.table_head) for c in chunks]
 
 
+def test_a_heading_right_above_a_table_joins_its_chunk(tmp_path: Path) -> None:
+    path = write_markdown(tmp_path / "r.md", PROSE, "## Scores", CAPTION, table(SHORT_ROWS), "## Next", PROSE)
+    _, chunks = table_chunks(path)
+    assert [f"## Scores\n\n{CAPTION}\n\n{table(SHORT_ROWS)}"] == [c.text for c in chunks]
+
+
 def test_a_caption_after_the_table_travels_with_it(tmp_path: Path) -> None:
     path = write_markdown(tmp_path / "r.md", PROSE, table(SHORT_ROWS), CAPTION, PROSE)
     _, chunks = table_chunks(path)

@@ -15,6 +15,10 @@ __all__ = ["Chunker", "RecursiveChunker", "chunk_and_count", "chunk_document", "
            "document_spans", "make_chunker"]
 
 
+# Prose shorter than 1/SLIVER_SHARE of the chunk size next to a table joins the table's chunk.
+SLIVER_SHARE = 8
+
+
 def make_chunker(settings: Settings) -> Chunker:
     # Imported per method: semantic loads the embedder, llm the openai client.
     if settings.chunker == "recursive":
@@ -49,17 +53,28 @@ def section_bounds(doc: ExtractedDocument) -> list[tuple[int, int]]:
 
 def section_pieces(text: str, chunker: Chunker) -> list[TablePiece]:
     """Chunk spans of one section's text: its tables (with their captions) cut by
-    ``table_pieces``, the prose between them by ``chunker``."""
+    ``table_pieces``, the prose between them by ``chunker``. A sliver of prose next to a
+    table (the section's heading right above it) joins the table's piece when it fits."""
     if chunker.table_chars is None:
         return [TablePiece(s, e, "") for s, e in chunker.split(text)]
+    limit = chunker.table_chars
+    sliver = max(1, limit // SLIVER_SHARE)
     pieces: list[TablePiece] = []
+    after_table = False
     cursor = 0
     for table in [*find_tables(text), None]:
         block_start, block_end = table.block if table else (len(text), len(text))
-        pieces.extend(TablePiece(cursor + s, cursor + e, "")
-                      for s, e in chunker.split(text[cursor:block_start]))
-        if table:
-            pieces.extend(table_pieces(text, table, chunker.table_chars))
+        prose = [TablePiece(cursor + s, cursor + e, "") for s, e in chunker.split(text[cursor:block_start])]
+        parts = table_pieces(text, table, limit) if table else []
+        if (after_table and prose and prose[0].end - prose[0].start < sliver
+                and prose[0].end - pieces[-1].start <= limit):
+            pieces[-1] = TablePiece(pieces[-1].start, prose.pop(0).end, pieces[-1].head)
+        if (parts and prose and prose[-1].end - prose[-1].start < sliver
+                and parts[0].end - prose[-1].start <= limit):
+            parts[0] = TablePiece(prose.pop().start, parts[0].end, parts[0].head)
+        pieces.extend(prose)
+        pieces.extend(parts)
+        after_table = bool(parts)
         cursor = block_end
     return pieces
 

@@ -46,9 +46,10 @@ DOCUMENT_SUMMARY_FIELDS = (
     "last_run_id", "ingested_at", "last_attempt_at",
 )
 CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "section",
-                "page_start", "page_end", "char_start", "char_end", "source", "prop_error"]
+                "page_start", "page_end", "char_start", "char_end", "source", "prop_error",
+                "boxes"]
 PROPOSITION_FIELDS = ["prop_id", "ordinal", "text", "accuracy", "clarity", "completeness",
-                      "conciseness", "passed", "page_start", "page_end"]
+                      "conciseness", "passed", "page_start", "page_end", "boxes"]
 
 
 class IndexReader:

@@ -36,7 +36,7 @@ class DocumentTooLargeError(ExtractionError):
 
 
 class UnsupportedSourceError(ExtractionError):
-    """The path is not a .pdf, .txt or .md file."""
+    """The path is not a file of a supported type (PDF, EPUB, XPS, MOBI, FB2, text, Markdown)."""
 
 
 class PathNotAllowedError(ExtractionError):

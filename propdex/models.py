@@ -51,7 +51,7 @@ class ExtractedDocument:
     source: str  # normalised absolute path or URI
     doc_id: str
     content_sha256: str  # of the file's bytes
-    kind: str  # "pdf" | "text" | "markdown"
+    kind: str  # "pdf" | "epub" | "xps" | "mobi" | "fb2" | "text" | "markdown"
     text: str
     pages: list[PageSpan]
     title_hint: str | None = None  # PDF metadata title or a Markdown H1

@@ -59,9 +59,9 @@ _OVERFETCH = {PROPOSITIONS: 5, CHUNKS: 3}
 _MIN_DEPTH = 50
 
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "run_id", "text", "header", "section", "page_start",
-                  "page_end", "char_start", "char_end"]
+                  "page_end", "char_start", "char_end", "boxes"]
 PROP_COLUMNS = ["prop_id", "chunk_id", "doc_id", "run_id", "text", "page_start", "page_end",
-                 "passed"]
+                 "passed", "boxes"]
 
 
 # The rankings of one search run at once: each is a LanceDB query whose work happens in Rust
@@ -128,12 +128,18 @@ class SearchResult:
     char_start: int | None
     char_end: int | None
     propositions: list[dict] = field(default_factory=list)  # {prop_id, text, score}, best first
+    # Page rectangles of the hit ({page, x0, y0, x1, y1} in PDF points): the proposition's
+    # for proposition hits, the chunk's for chunk hits; None without (non-PDF sources).
+    boxes: list[dict] | None = None
 
     def to_dict(self) -> dict:
-        # Shallow: every field is a plain value but the propositions, copied one level.
-        # (dataclasses.asdict deep-copies value by value: 130 microseconds for ten results.)
+        # Shallow: every field is a plain value but the propositions and boxes, copied one
+        # level. (dataclasses.asdict deep-copies value by value: 130 microseconds for ten
+        # results.)
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["propositions"] = [dict(p) for p in self.propositions]
+        if self.boxes is not None:
+            values["boxes"] = [dict(b) for b in self.boxes]
         return values
 
 
@@ -293,6 +299,7 @@ def _proposition_results(source: Rankings, query: str, vector: _OnceVector, mode
             char_start=parent.get("char_start"), char_end=parent.get("char_end"),
             propositions=[{"prop_id": r["prop_id"], "text": r["text"], "score": r["score"]}
                           for r in props],
+            boxes=best.get("boxes"),
         ))
     return results
 
@@ -319,7 +326,7 @@ def _chunk_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
             chunk_id=chunk_id, prop_id=None, chunk_text=row["text"], header=row["header"],
             section=row["section"], title=doc["title"], source=doc["source"],
             page_start=row["page_start"], page_end=row["page_end"],
-            char_start=row["char_start"], char_end=row["char_end"],
+            char_start=row["char_start"], char_end=row["char_end"], boxes=row.get("boxes"),
         ))
     return results
 
@@ -374,6 +381,7 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                 char_start=parent.get("char_start"), char_end=parent.get("char_end"),
                 propositions=[{"prop_id": r["prop_id"], "text": r["text"], "score": r["score"]}
                               for r in props],
+                boxes=best.get("boxes"),
             ))
         else:
             doc = documents[parent["doc_id"]]
@@ -386,6 +394,7 @@ def _fused_results(source: Rankings, query: str, vector: _OnceVector, mode: Mode
                 char_end=parent["char_end"],
                 propositions=[{"prop_id": r["prop_id"], "text": r["text"], "score": r["score"]}
                               for r in props],
+                boxes=parent.get("boxes"),
             ))
     return results
 

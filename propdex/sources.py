@@ -12,7 +12,8 @@ from propdex.errors import PathNotAllowedError
 from propdex.ids import normalise_source
 from propdex.security import check_allowed, check_pattern, is_within, refusal, resolved_roots
 
-SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
+# As propdex.extract.SUPPORTED_SUFFIXES (not imported: walking needs none of extraction).
+SUPPORTED_SUFFIXES = (".pdf", ".epub", ".xps", ".oxps", ".mobi", ".fb2", ".txt", ".md", ".markdown")
 _GLOB_CHARS = set("*?[")
 
 
@@ -41,7 +42,7 @@ def _walk(folder: Path) -> list[str]:
 
 
 def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Discovery:
-    """Expand files, folders (walked for .pdf/.txt/.md) and globs.
+    """Expand files, folders (walked for SUPPORTED_SUFFIXES) and globs.
 
     A file named explicitly is kept whatever its suffix, so that the run reports why it
     cannot be read instead of silently ignoring it. With ``allowed_roots``, an argument or

@@ -1,6 +1,6 @@
 """`propdex watch DIR`: tell Prefect when a source file is created, changed or deleted.
 
-Each change to a .pdf, .txt or .md file under DIR becomes one Prefect event, and the
+Each change to a file of a supported type (PDF, EPUB, text, Markdown...) under DIR becomes one Prefect event, and the
 `reingest-document` deployment's trigger turns that event into a run for that one file.
 The event is the whole contract, so anything else (a CI job, a sync script) may emit it:
 

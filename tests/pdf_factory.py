@@ -185,3 +185,48 @@ def make_two_column_pdf(
     doc.save(path)
     doc.close()
     return path
+
+
+MINERALS = [
+    ["Mineral", "Hardness", "Density"],
+    ["Talc", "1", "2.7"],
+    ["Gypsum", "2", "2.3"],
+    ["Calcite", "3", ""],
+    ["Quartz", "7", "2.65"],
+]
+TABLE_TOP = 200
+TABLE_ROW_HEIGHT = 22
+TABLE_COLUMNS = (MARGIN, MARGIN + 160, MARGIN + 280, MARGIN + 400)
+
+
+def make_table_pdf(path: str | Path, rows: Sequence[Sequence[str]] = MINERALS, *,
+                   ruled: bool = True) -> Path:
+    """One page: a heading, a paragraph, a "Table 1" caption, a table of ``rows`` (ruled: a
+    line around every cell; else borderless, only aligned columns) and a closing paragraph.
+    Row r spans y from TABLE_TOP + r * TABLE_ROW_HEIGHT down one row height."""
+    path = Path(path)
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_text((MARGIN, 80), "Mohs scale", fontsize=18)
+    _write_text(page, pymupdf.Rect(MARGIN, 100, PAGE_RECT.width - MARGIN, 160),
+                "Minerals are ranked by scratch hardness. The table below lists four common "
+                "minerals with their density in grams per cubic centimetre.", "helv", BODY_SIZE)
+    page.insert_text((MARGIN, TABLE_TOP - 15), "Table 1: Hardness and density of minerals",
+                     fontsize=10)
+    bottom = TABLE_TOP + len(rows) * TABLE_ROW_HEIGHT
+    for number, row in enumerate(rows):
+        for x, cell in zip(TABLE_COLUMNS, row, strict=False):
+            page.insert_text((x + 5, TABLE_TOP + number * TABLE_ROW_HEIGHT + 15), cell,
+                             fontsize=BODY_SIZE)
+    if ruled:
+        for number in range(len(rows) + 1):
+            y = TABLE_TOP + number * TABLE_ROW_HEIGHT
+            page.draw_line((TABLE_COLUMNS[0], y), (TABLE_COLUMNS[-1], y))
+        for x in TABLE_COLUMNS:
+            page.draw_line((x, TABLE_TOP), (x, bottom))
+    _write_text(page, pymupdf.Rect(MARGIN, bottom + 30, PAGE_RECT.width - MARGIN, bottom + 100),
+                "Quartz is the hardest of the four and is common in granite and sandstone.",
+                "helv", BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path

@@ -23,8 +23,16 @@ BODIES = [
 ]
 
 
+@pytest.fixture(params=["fast", "layout"])
+def settings(request) -> Settings:
+    # One furniture detector for both readers: the layout engine's lines go through it too.
+    return Settings(pdf_reader=request.param)
+
+
 @pytest.fixture
-def settings() -> Settings:
+def fast() -> Settings:
+    """Fast mode, for what its text looks like line by line (the layout reader writes
+    paragraphs and Markdown headings instead)."""
     return Settings(pdf_reader="fast")
 
 
@@ -75,12 +83,12 @@ def test_heading_printed_once_is_kept(tmp_path: Path, settings: Settings) -> Non
 
 
 def test_title_in_display_type_repeating_the_running_header_is_kept(
-    tmp_path: Path, settings: Settings
+    tmp_path: Path, fast: Settings
 ) -> None:
     path = make_pdf(tmp_path / "title.pdf", BODIES, header=HEADER, heading=HEADER)
-    doc = extract_document(path, settings)
+    doc = extract_document(path, fast)
     assert ([HEADER, BODIES[0]], len(BODIES)) == (
-        page_texts(path, settings)[0].split("\n"), doc.furniture_removed
+        page_texts(path, fast)[0].split("\n"), doc.furniture_removed
     )
 
 
@@ -100,9 +108,9 @@ def test_numbered_record_line_at_the_top_of_every_page_is_kept(
     assert pages == page_texts(path, settings)
 
 
-def test_one_page_document_loses_nothing(tmp_path: Path, settings: Settings) -> None:
+def test_one_page_document_loses_nothing(tmp_path: Path, fast: Settings) -> None:
     path = make_pdf(tmp_path / "one.pdf", BODIES[:1], header=HEADER, footer=FOOTER)
-    doc = extract_document(path, settings)
+    doc = extract_document(path, fast)
     assert ({HEADER, BODIES[0], "Page 1 of 1"}, 0) == (
         set(doc.text.split("\n")), doc.furniture_removed
     )
@@ -135,21 +143,21 @@ RIGHT = [f"Right sentence {n} is about the pears." for n in range(1, 10)]
 
 
 @pytest.mark.parametrize("order", ["lines", "paragraphs", "columns"])
-def test_two_columns_read_column_by_column(tmp_path: Path, settings: Settings, order: str) -> None:
+def test_two_columns_read_column_by_column(tmp_path: Path, fast: Settings, order: str) -> None:
     path = make_two_column_pdf(tmp_path / f"{order}.pdf", LEFT, RIGHT, order=order)
-    assert LEFT + RIGHT == extract_document(path, settings).text.split("\n")
+    assert LEFT + RIGHT == extract_document(path, fast).text.split("\n")
 
 
 def test_full_width_lines_stay_above_and_below_the_columns(
-    tmp_path: Path, settings: Settings
+    tmp_path: Path, fast: Settings
 ) -> None:
     title = "Orchard Report on Apples and Pears"
     closing = "Both harvests were larger than the year before, and the orchard hired more pickers."
     path = make_two_column_pdf(tmp_path / "report.pdf", LEFT, RIGHT, title=title, closing=closing)
-    assert [title, *LEFT, *RIGHT, closing] == extract_document(path, settings).text.split("\n")
+    assert [title, *LEFT, *RIGHT, closing] == extract_document(path, fast).text.split("\n")
 
 
-def test_table_rows_are_not_read_as_columns(tmp_path: Path, settings: Settings) -> None:
+def test_table_rows_are_not_read_as_columns(tmp_path: Path, fast: Settings) -> None:
     # Two table columns written row by row look like interleaved columns, but their cells
     # leave most of each side empty: the rows stay together.
     levels = ["Level 0: No AI", "Level 1: Emerging, unreliable but general", "Level 2: Competent",
@@ -158,7 +166,7 @@ def test_table_rows_are_not_read_as_columns(tmp_path: Path, settings: Settings) 
                "not yet achieved", "Imagen, Dall-E 2", "AlphaGo", "AlphaFold, AlphaZero and Stockfish"]
     path = make_two_column_pdf(tmp_path / "table.pdf", levels, systems, order="lines")
     rows = [cell for pair in zip(levels, systems, strict=False) for cell in pair]
-    assert rows == extract_document(path, settings).text.split("\n")
+    assert rows == extract_document(path, fast).text.split("\n")
 
 
 # --- Reference corpus -------------------------------------------------------------------------
@@ -172,16 +180,16 @@ RUNNING_TITLE = "Levels of AGI: Operationalizing Progress on the Path to AGI"
     [("levels_of_agi.pdf", 36), ("attention_is_all_you_need.pdf", 14),
      ("mck_energy_first_5_pages.pdf", 8)],
 )
-def test_corpus_pdf_furniture_removed(corpus: Path, settings: Settings, name: str,
+def test_corpus_pdf_furniture_removed(corpus: Path, fast: Settings, name: str,
                                       removed: int) -> None:
-    assert removed == extract_document(corpus / name, settings).furniture_removed
+    assert removed == extract_document(corpus / name, fast).furniture_removed
 
 
 @pytest.mark.corpus
 def test_corpus_running_title_is_gone_but_the_title_page_keeps_it(
-    corpus: Path, settings: Settings
+    corpus: Path, fast: Settings
 ) -> None:
-    doc = extract_document(corpus / "levels_of_agi.pdf", settings)
+    doc = extract_document(corpus / "levels_of_agi.pdf", fast)
     first_page = doc.text[doc.pages[0].start:doc.pages[0].end]
     # Page 1 sets the title on two lines in display type; pages 2-19 repeat it as a header.
     assert (0, True) == (doc.text.count(RUNNING_TITLE),

@@ -19,11 +19,13 @@ from propdex.models import ExtractedDocument, PageSpan
 from propdex.security import check_allowed
 from propdex.settings import Settings
 
-SUPPORTED_SUFFIXES = (".pdf", ".txt", ".md", ".markdown")
+# Read by PyMuPDF (in the isolated extraction worker); the others are decoded as text.
+PYMUPDF_SUFFIXES = (".pdf", ".epub", ".xps", ".oxps", ".mobi", ".fb2")
+SUPPORTED_SUFFIXES = (*PYMUPDF_SUFFIXES, ".txt", ".md", ".markdown")
 
 _T = TypeVar("_T")
 
-__all__ = ["SUPPORTED_SUFFIXES", "extract_document"]
+__all__ = ["PYMUPDF_SUFFIXES", "SUPPORTED_SUFFIXES", "extract_document"]
 
 
 def extract_document(path: str | os.PathLike[str], settings: Settings) -> ExtractedDocument:
@@ -43,7 +45,7 @@ def extract_document(path: str | os.PathLike[str], settings: Settings) -> Extrac
         )
     doc_id = ids.doc_id_for(source)
 
-    if suffix == ".pdf":
+    if suffix in PYMUPDF_SUFFIXES:
         # Imported here: PyMuPDF takes most of a second to import and text-only runs skip it.
         from propdex.extract.pdf import extract_pdf
 
@@ -53,7 +55,7 @@ def extract_document(path: str | os.PathLike[str], settings: Settings) -> Extrac
             source=source,
             doc_id=doc_id,
             content_sha256=content_sha256,
-            kind="pdf",
+            kind=suffix.lstrip(".").replace("oxps", "xps"),
             text=pdf.text,
             pages=pdf.pages,
             title_hint=pdf.title_hint,

@@ -5,7 +5,9 @@ picture, formula, footnote, caption, page header and footer) in reading order, t
 their cell grid. Each box becomes one paragraph of Markdown: ``#`` headings (levels from
 the headings' font sizes across the document), ``- `` list items, ``> `` footnotes and pipe
 tables with one row per line and empty cells kept. Running headers and footers are left
-out. Text comes from the engine's plain-text renderers (``*_to_text`` and the tables'
+out by propdex's own detector (``furniture``), given the engine's boxes: it removes only lines repeated across pages, where the engine's
+page-header and page-footer classes also take a page's footnote or the date and e-mail of
+a title page. Text comes from the engine's plain-text renderers (``*_to_text`` and the tables'
 ``extract`` cells), not its Markdown ones: those wrap every styled span in ``_``/``**``
 and superscripts in ``<sup>``, which would land in the index as noise
 (``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19).
@@ -20,11 +22,11 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
+from propdex.extract.layout import Block
 from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
-_FURNITURE = ("page-header", "page-footer")
 _HEADINGS = ("title", "section-header")
 _MAX_HEADING_LEVEL = 6
 _NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
@@ -38,11 +40,15 @@ class Piece:
     text: str
     parts: list[tuple[int, int, tuple[float, float, float, float]]]
     heading_size: int | None = None
+    # The box's lines as printed, with their rectangles (for the furniture detector)
+    lines: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
 
 
 @dataclass
 class PagePieces:
     pieces: list[Piece] = field(default_factory=list)
+    height: float = 0.0
+    top: float = 0.0
     furniture_lines: int = 0  # lines of running headers and footers left out
 
 
@@ -70,17 +76,50 @@ def read_page(doc: pymupdf.Document, index: int) -> PagePieces:
     document_layout, _ = _engine()
     parsed = document_layout.parse_document(doc, pages=[index], use_ocr=False, force_text=True)
     page = parsed.pages[0]
-    result = PagePieces()
+    rect = doc.load_page(index).rect
+    result = PagePieces(height=rect.height, top=rect.y0)
     levels = document_layout.create_list_item_levels(page.boxes)
     for number, box in enumerate(page.boxes):
-        rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
-        if box.boxclass in _FURNITURE:
-            result.furniture_lines += len(box.textlines or [])
-            continue
-        piece = _box_piece(box, rect, levels.get(number, 1))
+        box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
+        # Lines before rendering: the renderers consume the spans of list items.
+        lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
+                 for line in box.textlines or [] if line["spans"]]
+        piece = _box_piece(box, box_rect, levels.get(number, 1))
         if piece is not None and piece.text:
+            piece.lines = lines
             result.pieces.append(piece)
     return result
+
+
+def furniture_blocks(page: PagePieces) -> tuple[list[Block], list[tuple[int, int]]]:
+    """Every line of the page's pieces as a one-line block with its own box, as the
+    furniture detector reads blocks, and the (piece index, line index) each one is. Tables
+    offer none: a table header repeated atop each page of a long table is content."""
+    blocks, owners = [], []
+    for piece_index, piece in enumerate(page.pieces):
+        for line_index, (text, rect) in enumerate(piece.lines):
+            blocks.append(Block(*rect, text + "\n"))
+            owners.append((piece_index, line_index))
+    return blocks, owners
+
+
+def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
+    """Leave out the (piece index, line index) lines the furniture detector found."""
+    kept_pieces = []
+    for index, piece in enumerate(page.pieces):
+        gone = {line for piece_index, line in removed if piece_index == index}
+        if not gone:
+            kept_pieces.append(piece)
+            continue
+        page.furniture_lines += len(gone)
+        kept = [line for number, line in enumerate(piece.lines) if number not in gone]
+        joined = " ".join(text for text, _ in kept)
+        text = _one_line(joined) if piece.heading_size is not None else normalise_pdf_text(joined)
+        if text:
+            piece.text, piece.lines = text, kept
+            piece.parts = [(0, len(text), piece.parts[0][2])]
+            kept_pieces.append(piece)
+    page.pieces = kept_pieces
 
 
 def _box_piece(box, rect, list_level: int) -> Piece | None:

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 import propdex.errors as errors
 from propdex.deadlines import Deadline
 from propdex.errors import DocumentTooLargeError, ExtractionError
-from propdex.extract import extract_document
+from propdex.extract import PYMUPDF_SUFFIXES, extract_document
 from propdex.extract.worker import TOO_LARGE, WorkerResult
 from propdex.ids import normalise_source
 from propdex.models import ExtractedDocument
@@ -138,7 +138,7 @@ def extract_isolated(path: str | os.PathLike[str], settings: Settings,
     ``extract_memory_mb``: the same ExtractionError kinds, DocumentTimeoutError at the
     deadline, and ExtractionError when the worker crashed."""
     source = normalise_source(path)
-    if not source.lower().endswith(".pdf"):
+    if not source.lower().endswith(PYMUPDF_SUFFIXES):
         # Text and Markdown are decoded by Python code bounded by max_file_mb: no worker.
         document = extract_document(source, settings)
         if deadline is not None:

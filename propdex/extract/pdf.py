@@ -62,6 +62,8 @@ _FILE_NAME_TITLE = re.compile(
 )
 # "3", "3.2", "A.1", "IV." before a heading title, followed by spaces or on a line of its own.
 _HEADING_NUMBER = r"(?:(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)+|[A-Z]|[IVX]+)\.?(?:[^\S\n]+|[^\S\n]*\n))?"
+# The "## " a heading line of the layout reader starts with.
+_MARKDOWN_HEADING = r"(?:#{1,6} )?"
 _PLACEHOLDER_TITLES = {"untitled", "untitled document", "title", "unknown", "none", "document"}
 
 
@@ -79,11 +81,25 @@ class PdfContent:
     regions: list[TextRegion] = field(default_factory=list)  # layout: page rectangles
 
 
+# The other formats PyMuPDF lays out into pages and reads the same way: suffix -> (its
+# filetype for pymupdf.open, the name error messages give it).
+BOOK_FORMATS = {
+    ".epub": ("epub", "EPUB"),
+    ".xps": ("xps", "XPS"),
+    ".oxps": ("xps", "XPS"),
+    ".mobi": ("mobi", "MOBI"),
+    ".fb2": ("fb2", "FB2"),
+}
+
+
 def extract_pdf(path: Path, source: str, settings: Settings) -> PdfContent:
-    """Normalised text, page spans, title hint, sections and OCR flag of one PDF."""
-    _check_signature(path, source)
+    """Normalised text, page spans, title hint, sections and OCR flag of one PDF (or one
+    document of BOOK_FORMATS, by its suffix)."""
+    filetype, label = BOOK_FORMATS.get(path.suffix.lower(), ("pdf", "PDF"))
+    if filetype == "pdf":
+        _check_signature(path, source)
     with PYMUPDF_LOCK:
-        doc = _open(path, source, settings)
+        doc = _open(path, source, settings, filetype, label)
         try:
             if settings.pdf_reader == "layout":
                 return _read_layout(doc, path, source)
@@ -117,12 +133,14 @@ def _pymupdf_reason(exc: Exception, path: Path) -> str:
     return " ".join(message.split()) or type(exc).__name__
 
 
-def _open(path: Path, source: str, settings: Settings) -> pymupdf.Document:
+def _open(path: Path, source: str, settings: Settings, filetype: str = "pdf",
+          label: str = "PDF") -> pymupdf.Document:
     try:
-        # filetype="pdf": without it PyMuPDF sniffs the content and opens images as documents.
-        doc = pymupdf.open(path, filetype="pdf")
+        # An explicit filetype: without it PyMuPDF sniffs the content and opens images as
+        # documents.
+        doc = pymupdf.open(path, filetype=filetype)
     except Exception as exc:  # PyMuPDF raises FileDataError, RuntimeError and MuPDF errors
-        raise ExtractionError(source, f"corrupt PDF: {_pymupdf_reason(exc, path)}") from None
+        raise ExtractionError(source, f"corrupt {label}: {_pymupdf_reason(exc, path)}") from None
     try:
         _check_opened(doc, path, source, settings)
     except BaseException:
@@ -143,7 +161,7 @@ def _check_opened(doc: pymupdf.Document, path: Path, source: str, settings: Sett
         # is missing the end of the document, so indexing it would cite partial content.
         raise ExtractionError(source, "truncated PDF (no %%EOF marker, xref had to be rebuilt)")
     if doc.page_count == 0:
-        raise ExtractionError(source, "corrupt PDF: no pages")
+        raise ExtractionError(source, f"corrupt {_label(doc)}: no pages")
     if doc.page_count > settings.max_pages:
         raise DocumentTooLargeError(
             source, f"too large: {doc.page_count} pages > max_pages {settings.max_pages}"
@@ -170,7 +188,7 @@ def _read(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
             layouts.append(_page_lines(page, textpage))
         except Exception as exc:  # a damaged page object or content stream
             reason = _pymupdf_reason(exc, path)
-            raise ExtractionError(source, f"corrupt PDF: page {index + 1}: {reason}") from None
+            raise ExtractionError(source, f"corrupt {_label(doc)}: page {index + 1}: {reason}") from None
     page_texts, furniture_removed = _page_texts(layouts)
 
     ocr = False
@@ -199,11 +217,21 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
         except Exception:  # the engine's models and heuristics on a page they cannot handle
             fallback.append(index + 1)
             pages.append(_fast_page(doc, index, path, source))
+    lines = [engine.furniture_blocks(page) for page in pages]
+    furniture = find_furniture(
+        [PageLines(page.height, page.top, blocks) for page, (blocks, _) in zip(pages, lines, strict=True)]
+    )
+    for page, (_, owners), removed in zip(pages, lines, furniture, strict=True):
+        # Each block is one line: its line index is 0.
+        engine.drop_furniture(page, {owners[block] for block, _ in removed})
     layout = engine.assemble(pages)
     if sum(non_space_length(t) for t in layout.texts) < MIN_TEXT_CHARS:
         return _read(doc, path, source)  # no text layer: the OCR path, or its error
     text, spans = join_pages(layout.texts)
-    regions, sections = engine.place(layout, [span.start for span in spans])
+    regions, headings = engine.place(layout, [span.start for span in spans])
+    # The outline where the document has one (its author's sections, as in fast mode), the
+    # headings the engine found where it has none.
+    sections = _toc_sections(doc, text, spans, _MARKDOWN_HEADING) or headings
     return PdfContent(text, spans, title, sections, doc.page_count, False,
                       layout.furniture_removed, "layout", fallback, regions)
 
@@ -213,7 +241,15 @@ def _text_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> py
         return doc.load_page(index).get_textpage(flags=TEXT_FLAGS)
     except Exception as exc:  # a damaged page object or content stream
         reason = _pymupdf_reason(exc, path)
-        raise ExtractionError(source, f"corrupt PDF: page {index + 1}: {reason}") from None
+        raise ExtractionError(source, f"corrupt {_label(doc)}: page {index + 1}: {reason}") from None
+
+
+def _label(doc: pymupdf.Document) -> str:
+    """The document's format as error messages name it: "PDF", "EPUB", "FB2"..."""
+    if doc.is_pdf:
+        return "PDF"
+    name = (doc.metadata or {}).get("format") or "document"
+    return {"FictionBook2": "FB2"}.get(name, name)
 
 
 def _fast_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> engine.PagePieces:
@@ -221,7 +257,8 @@ def _fast_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> en
     piece covering the page."""
     text = normalise_pdf_text(page_text(page_blocks(_text_page(doc, index, path, source)), set()))
     rect = doc.load_page(index).rect
-    return engine.PagePieces([engine.Piece(text, [(0, len(text), tuple(rect))])] if text else [])
+    pieces = [engine.Piece(text, [(0, len(text), tuple(rect))])] if text else []
+    return engine.PagePieces(pieces, height=rect.height, top=rect.y0)
 
 
 def _page_lines(page: pymupdf.Page, textpage: pymupdf.TextPage) -> PageLines:
@@ -320,7 +357,8 @@ def _first_page_title(page_dict: dict) -> str | None:
     return expand_ligatures(title)
 
 
-def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan]) -> list[SectionHint]:
+def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan],
+                  heading_prefix: str = "") -> list[SectionHint]:
     try:
         outline = doc.get_toc(simple=True)
     except Exception:  # a damaged outline costs the sections, not the document
@@ -334,13 +372,15 @@ def _toc_sections(doc: pymupdf.Document, text: str, pages: list[PageSpan]) -> li
         span = pages[page_number - 1]
         # Outline entries come in reading order: on a shared page, search after the last one.
         start = previous if span.start <= previous <= span.end else span.start
-        previous = _find_heading(text, title, start, pages[page_number - 1 : page_number + 2])
+        previous = _find_heading(text, title, start, pages[page_number - 1 : page_number + 2],
+                                 heading_prefix)
         sections.append(SectionHint(title=title, level=level, char_start=previous))
     sections.sort(key=lambda s: s.char_start)  # stable: equal offsets keep outline order
     return sections
 
 
-def _find_heading(text: str, title: str, start: int, pages: list[PageSpan]) -> int:
+def _find_heading(text: str, title: str, start: int, pages: list[PageSpan],
+                  heading_prefix: str = "") -> int:
     """Offset of the line holding just ``title`` (case and spacing aside, a number such as
     "3.2" allowed before it): on the outline's page from ``start``, else on one of the next
     pages (LaTeX outlines often point to the page before the heading); ``start`` when no such
@@ -351,7 +391,7 @@ def _find_heading(text: str, title: str, start: int, pages: list[PageSpan]) -> i
     included, so a chunk beginning with "3.2 Title" belongs to that section."""
     words = r"(?i:" + r"\s*".join(re.escape(w) for w in title.split()) + ")"
     heading_line = re.compile(
-        r"(?:^|(?<=\n))[^\S\n]*" + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
+        r"(?:^|(?<=\n))[^\S\n]*" + heading_prefix + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
     )
     match = heading_line.search(text, start, pages[0].end)
     for later in pages[1:]:

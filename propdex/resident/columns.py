@@ -17,11 +17,11 @@ import pyarrow as pa
 
 
 class Columns:
-    """Immutable: readers of every string, integer, floating-point and boolean column of
+    """Immutable: readers of every string, integer, floating-point, boolean and list column of
     ``table`` (one chunk per column, as a Segment holds it)."""
 
     def __init__(self, table: pa.Table):
-        self._readers: dict[str, _Strings | _Numbers] = {}
+        self._readers: dict[str, _Strings | _Numbers | _Values] = {}
         for name in table.column_names:
             column = table.column(name)
             array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
@@ -31,6 +31,8 @@ class Columns:
             elif (pa.types.is_integer(kind) or pa.types.is_floating(kind)
                   or pa.types.is_boolean(kind)):
                 self._readers[name] = _Numbers(array)
+            elif not pa.types.is_fixed_size_list(kind):  # the vectors are held elsewhere
+                self._readers[name] = _Values(array)
 
     def values(self, name: str, positions: Sequence[int]) -> list:
         """The values of column ``name`` at ``positions`` (None where null)."""
@@ -72,6 +74,17 @@ class _Numbers:
 
     def values(self, at: np.ndarray) -> list:
         return _with_nulls(self._values[at].tolist(), self._valid, at)
+
+
+class _Values:
+    """Any other column (the page boxes: lists of structs; a column an older index lacks:
+    nulls) through Arrow's take: only results read it, a few rows per search."""
+
+    def __init__(self, array: pa.Array):
+        self._array = array
+
+    def values(self, at: np.ndarray) -> list:
+        return self._array.take(pa.array(at)).to_pylist()
 
 
 def _validity(array: pa.Array) -> np.ndarray | None:

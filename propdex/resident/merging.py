@@ -53,7 +53,10 @@ def merged_segment(state: TableState, start: int, end: int, *, key: str,
                    exact: bool) -> Segment | None:
     """One segment of the live rows of segments [start, end); None when none is live."""
     parts = list(zip(state.segments[start:end], state.alive[start:end], strict=True))
-    rows = pa.concat_tables([segment.table.filter(pa.array(mask)) for segment, mask in parts])
+    # "default" promotion: a column an older index lacked (null-typed in the segments read
+    # before an ingest added it) merges with the typed one.
+    rows = pa.concat_tables([segment.table.filter(pa.array(mask)) for segment, mask in parts],
+                            promote_options="default")
     if not rows.num_rows:
         return None
     vectors = np.concatenate([segment.vectors.in_row_order()[mask] for segment, mask in parts])

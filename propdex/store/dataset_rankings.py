@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from propdex.store import predicates as p
-from propdex.store.datasets import open_dataset, read_rows
+from propdex.store.datasets import open_dataset, read_rows, select_stored
 from propdex.store.index import VECTOR_INDEX_NAME, VECTOR_INDEX_NPROBES, vector_index_probes
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments
 from propdex.store.ranking import where_for_scope
@@ -70,8 +70,9 @@ class DatasetRankings:
         if probes is not None:
             nearest["nprobes"] = probes
         where = where_for_scope(table, doc_ids)
-        rows = dataset.scanner(columns=[*columns, "_distance"], nearest=nearest, filter=where,
-                               prefilter=where is not None).to_table().to_pylist()
+        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
+            columns=[*present, "_distance"], nearest=nearest, filter=where,
+            prefilter=where is not None).to_table().to_pylist())
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
@@ -84,10 +85,9 @@ class DatasetRankings:
         if dataset is None or not query.strip():
             return []
         where = where_for_scope(table, doc_ids)
-        rows = dataset.scanner(columns=[*columns, "_score"],
-                               full_text_query=MatchQuery(query, FTS_COLUMN), filter=where,
-                               prefilter=where is not None, limit=limit
-                               ).to_table().to_pylist()
+        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
+            columns=[*present, "_score"], full_text_query=MatchQuery(query, FTS_COLUMN),
+            filter=where, prefilter=where is not None, limit=limit).to_table().to_pylist())
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows

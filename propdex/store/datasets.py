@@ -15,7 +15,7 @@ opened at its latest version, or at one asked for.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,17 @@ def open_dataset(index_uri: str, name: str, *, version: int | None = None,
             return None  # an object store without the table
         raise StorageError(f"cannot open table {name} in the index at {index_uri}: "
                            f"{lance_reason(exc)}") from exc
+
+
+def select_stored(stored: set[str], columns: Sequence[str],
+                  read: Callable[[list[str]], list[dict]]) -> list[dict]:
+    """``read`` of those ``columns`` that are ``stored``, the others set to null on each row:
+    a column an index written by an older propdex lacks reads as null (as in read_rows)."""
+    absent = [c for c in columns if c not in stored]
+    rows = read([c for c in columns if c in stored])
+    for row in rows if absent else ():
+        row.update(dict.fromkeys(absent))
+    return rows
 
 
 def read_rows(dataset: Any, columns: Sequence[str], where: str | None = None, *,

@@ -28,7 +28,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 from propdex.errors import PropdexError, StorageError
 from propdex.store import predicates as p
 from propdex.store.consistency import find_problems
-from propdex.store.datasets import lance_reason
+from propdex.store.datasets import lance_reason, select_stored
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
 from propdex.store.locks import WriterLocks
 from propdex.store.schema import (
@@ -152,6 +152,8 @@ class Index:
         self._tables: dict[str, Any] = {}
         self._fts_checked: set[str] = set()
         self._migrated: set[str] = set()
+        # Per table, its column names as searches last looked them up (one round trip).
+        self._stored_names: dict[str, set[str]] = {}
         self._guard = threading.RLock()
         local = _is_local(self.uri)
         self._locks = WriterLocks(self.uri, Path(self.uri) / "_locks" if local else None)
@@ -258,6 +260,7 @@ class Index:
                 if missing:
                     self._write(f"add columns to {name}",
                                 lambda: table.add_columns(pa.schema(missing)))
+                    self._stored_names.pop(name, None)
         self._migrated.add(name)
 
     def _write(self, action: str, operation: Callable[[], T]) -> T:
@@ -373,7 +376,7 @@ class Index:
                 query = query.nprobes(probes)
             if where:
                 query = query.where(where, prefilter=True)
-            return query.select([*columns, "_distance"]).limit(limit).to_arrow().to_pylist()
+            return self._selected(name, table, query, columns, "_distance", limit)
 
     def text_search(self, name: str, text: str, *, limit: int, columns: Sequence[str],
                     where: str | None = None) -> list[dict]:
@@ -388,7 +391,17 @@ class Index:
             query = table.search(MatchQuery(text, FTS_COLUMN), query_type="fts")
             if where:
                 query = query.where(where, prefilter=True)
-            return query.select([*columns, "_score"]).limit(limit).to_arrow().to_pylist()
+            return self._selected(name, table, query, columns, "_score", limit)
+
+    def _selected(self, name: str, table: Any, query: Any, columns: Sequence[str], score: str,
+                  limit: int) -> list[dict]:
+        """The query's rows with ``columns`` and ``score``; a column an index written by an
+        older propdex lacks reads as null (as in read_batches)."""
+        stored = self._stored_names.get(name)
+        if stored is None:
+            stored = self._stored_names[name] = set(table.schema.names)
+        return select_stored(stored, columns, lambda present: query.select(
+            [*present, score]).limit(limit).to_arrow().to_pylist())
 
     def _count(self, table: Any, where: str | None) -> int:
         with self._storage("count rows"):

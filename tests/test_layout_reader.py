@@ -1,0 +1,208 @@
+"""PDFs read through PyMuPDF's layout engine: Markdown text, exact offsets, page regions."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from propdex.extract import extract_document
+from propdex.extract.pdf import PAGE_SEPARATOR
+from propdex.models import ExtractedDocument, PageBox
+from propdex.regions import boxes_for_span
+from propdex.settings import Settings
+from tests.pdf_factory import (
+    MINERALS,
+    TABLE_ROW_HEIGHT,
+    TABLE_TOP,
+    make_pdf,
+    make_table_pdf,
+    make_two_column_pdf,
+)
+
+LAYOUT = Settings(pdf_reader="layout")
+FAST = Settings(pdf_reader="fast")
+
+MINERAL_TABLE = (
+    "|Mineral|Hardness|Density|\n"
+    "|---|---|---|\n"
+    "|Talc|1|2.7|\n"
+    "|Gypsum|2|2.3|\n"
+    "|Calcite|3||\n"
+    "|Quartz|7|2.65|"
+)
+LEFT = [f"Left column line {n} tells of the tides." for n in range(1, 13)]
+RIGHT = [f"Right column line {n} tells of the winds." for n in range(1, 13)]
+SURVEY = [f"Page {n} of the reef survey describes coral colonies, their growth rate and the "
+          "water temperature measured at dawn on the outer reef." for n in range(1, 5)]
+HEADER = "Great Barrier Reef Survey 2023"
+FOOTER = "Page {page} of {pages}"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("layout")
+    return {
+        "ruled": make_table_pdf(folder / "ruled.pdf", ruled=True),
+        "borderless": make_table_pdf(folder / "borderless.pdf", ruled=False),
+        "columns": make_two_column_pdf(folder / "columns.pdf", LEFT, RIGHT, order="lines",
+                                       title="Coastal notes"),
+        "furniture": make_pdf(folder / "furniture.pdf", SURVEY, header=HEADER, footer=FOOTER),
+    }
+
+
+@pytest.fixture(scope="module")
+def read(built) -> dict[str, ExtractedDocument]:
+    return {name: extract_document(path, LAYOUT) for name, path in built.items()}
+
+
+CASES = ["ruled", "borderless", "columns", "furniture"]
+
+
+def page(doc: ExtractedDocument, number: int) -> str:
+    span = doc.pages[number - 1]
+    return doc.text[span.start:span.end]
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z]{3,}|\d+(?:\.\d+)?", text)
+
+
+@pytest.mark.parametrize("kind", ["ruled", "borderless"])
+def test_table_is_a_pipe_table_with_empty_cells_kept(read, kind: str) -> None:
+    assert MINERAL_TABLE in read[kind].text
+
+
+def test_caption_is_the_paragraph_before_the_table(read) -> None:
+    caption = "Table 1: Hardness and density of minerals"
+    assert caption + "\n\n" + MINERAL_TABLE in read["ruled"].text
+
+
+def test_heading_is_a_markdown_heading_and_a_section(read) -> None:
+    doc = read["ruled"]
+    assert [("Mohs scale", 1, "# Mohs scale")] == [
+        (s.title, s.level, doc.text[s.char_start:s.char_start + len("# Mohs scale")])
+        for s in doc.sections
+    ]
+
+
+def test_two_columns_are_read_column_by_column(read) -> None:
+    text = read["columns"].text
+    assert (" ".join(LEFT), " ".join(RIGHT)) == tuple(text.split("\n\n")[1:3])
+
+
+def test_running_header_and_footer_are_left_out(read) -> None:
+    doc = read["furniture"]
+    assert (PAGE_SEPARATOR.join(SURVEY), 2 * len(SURVEY)) == (doc.text, doc.furniture_removed)
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_page_spans_slice_the_text(read, kind: str) -> None:
+    doc = read[kind]
+    assert doc.text == PAGE_SEPARATOR.join(doc.text[s.start:s.end] for s in doc.pages)
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_regions_lie_within_their_page_spans_in_order(read, kind: str) -> None:
+    doc = read[kind]
+    spans = {s.page: s for s in doc.pages}
+    ends = [0] + [r.end for r in doc.regions]
+    assert all(
+        spans[r.box.page].start <= r.start < r.end <= spans[r.box.page].end and ends[i] <= r.start
+        for i, r in enumerate(doc.regions)
+    )
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_boxes_lie_within_page_bounds(built, read, kind: str) -> None:
+    with pymupdf.open(built[kind]) as pdf:
+        bounds = {n + 1: pdf[n].rect for n in range(pdf.page_count)}
+    boxes = boxes_for_span(read[kind].regions, 0, len(read[kind].text))
+    assert boxes and all(
+        pymupdf.Rect(b.x0, b.y0, b.x1, b.y1) in bounds[b.page] + (-1, -1, 1, 1) for b in boxes
+    )
+
+
+@pytest.mark.parametrize("kind", CASES)
+def test_boxes_cover_the_text_of_each_paragraph(built, read, kind: str) -> None:
+    doc = read[kind]
+    uncovered = []
+    with pymupdf.open(built[kind]) as pdf:
+        offset = 0
+        for paragraph in doc.text.split("\n\n"):
+            start, offset = offset, offset + len(paragraph) + 2
+            boxes = boxes_for_span(doc.regions, start, start + len(paragraph))
+            printed = " ".join(
+                pdf[b.page - 1].get_text("text", clip=pymupdf.Rect(b.x0, b.y0, b.x1, b.y1) + (-1, -1, 1, 1))
+                for b in boxes
+            )
+            uncovered += [w for w in words(paragraph.replace("|", " ")) if w not in printed]
+    assert [] == uncovered
+
+
+def test_a_table_row_has_the_box_of_its_row(read) -> None:
+    doc = read["ruled"]
+    start = doc.text.index("|Quartz|7|2.65|")
+    [box] = boxes_for_span(doc.regions, start, start + len("|Quartz|7|2.65|"))
+    row = len(MINERALS) - 1
+    assert (1, True, True) == (
+        box.page,
+        TABLE_TOP + row * TABLE_ROW_HEIGHT - 2 <= box.y0,
+        box.y1 <= TABLE_TOP + (row + 1) * TABLE_ROW_HEIGHT + 2,
+    )
+
+
+def test_a_span_over_a_whole_table_gets_one_box(read) -> None:
+    doc = read["ruled"]
+    start = doc.text.index(MINERAL_TABLE)
+    assert 1 == len(boxes_for_span(doc.regions, start, start + len(MINERAL_TABLE)))
+
+
+def test_text_files_have_no_regions(tmp_path: Path) -> None:
+    path = tmp_path / "notes.md"
+    path.write_text("# Notes\n\nTides and winds.\n", encoding="utf-8")
+    assert ([], None) == (extract_document(path, LAYOUT).regions, extract_document(path, LAYOUT).pdf_reader)
+
+
+def test_reader_is_recorded(read) -> None:
+    assert ("layout", []) == (read["ruled"].pdf_reader, read["ruled"].layout_fallback_pages)
+
+
+def test_fast_mode_reads_the_table_one_cell_per_line(built) -> None:
+    doc = extract_document(built["ruled"], FAST)
+    cells = "\n".join(cell for row in MINERALS for cell in row if cell)
+    assert (cells, [], "fast") == (
+        doc.text[doc.text.index("Mineral\n"):doc.text.index("2.65") + 4], doc.regions, doc.pdf_reader
+    )
+
+
+def test_a_page_the_engine_fails_on_is_read_in_fast_mode(tmp_path: Path, monkeypatch) -> None:
+    path = make_pdf(tmp_path / "three.pdf", SURVEY[:3])
+    get_layout = pymupdf.Page.get_layout
+
+    def fail_on_page_two(page, *args, **kwargs):
+        if page.number == 1:
+            raise RuntimeError("layout model failed")
+        return get_layout(page, *args, **kwargs)
+
+    fast = extract_document(path, FAST)
+    monkeypatch.setattr(pymupdf.Page, "get_layout", fail_on_page_two)
+    doc = extract_document(path, LAYOUT)
+    assert ([2], [SURVEY[0], page(fast, 2), SURVEY[2]]) == (
+        doc.layout_fallback_pages, [page(doc, n) for n in (1, 2, 3)]
+    )
+
+
+def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypatch) -> None:
+    path = make_pdf(tmp_path / "one.pdf", SURVEY[:1])
+    monkeypatch.setattr(pymupdf.Page, "get_layout", lambda *a, **k: 1 / 0)
+    doc = extract_document(path, LAYOUT)
+    with pymupdf.open(path) as pdf:
+        page = pdf[0].rect
+    assert [PageBox(1, page.x0, page.y0, page.x1, page.y1)] == boxes_for_span(doc.regions, 0, 5)
+
+
+def test_switching_reader_changes_the_fingerprint() -> None:
+    assert LAYOUT.fingerprint({}) != FAST.fingerprint({})

@@ -1,0 +1,129 @@
+"""Page boxes in lineage: chunks.boxes and propositions.boxes, returned by every search
+surface (CLI --json, Python API, HTTP); null for non-PDF sources and for older indexes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import lancedb
+import pyarrow as pa
+import pymupdf
+import pytest
+from fastapi.testclient import TestClient
+
+from propdex.api import IndexReader
+from propdex.cli import main
+from propdex.search import search
+from propdex.service.app import create_app
+from propdex.settings import Settings
+from propdex.store import Index
+from propdex.store.schema import CHUNKS, DOCUMENTS, DOCUMENTS_SCHEMA, PROPOSITIONS, schema_for
+from tests.pdf_factory import make_table_pdf
+from tests.store_rows import DIM, axis, make_version
+
+QUERY = "Quartz is the hardest of the four"
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("sources")
+    pdf = make_table_pdf(folder / "minerals.pdf")
+    (folder / "notes.md").write_text("# Notes\n\nQuartz scratches glass.\n", encoding="utf-8")
+    db = str(tmp_path_factory.mktemp("db") / "index")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert 0 == main(["ingest", str(folder), "--db", db])
+    conn = lancedb.connect(db)
+    tables = {name: conn.open_table(name).to_arrow().to_pylist()
+              for name in (DOCUMENTS, CHUNKS, PROPOSITIONS)}
+    with pymupdf.open(pdf) as doc:
+        page = doc[0].rect
+    return {"db": db, "pdf": str(pdf), "page": page, **tables}
+
+
+pytestmark = pytest.mark.prefect
+
+
+def of(rows: list[dict], suffix: str) -> list[dict]:
+    return [r for r in rows if r["source"].endswith(suffix)]
+
+
+def test_pdf_chunks_have_boxes_within_their_page(ingested) -> None:
+    page = ingested["page"]
+    boxes = [b for c in of(ingested[CHUNKS], ".pdf") for b in c["boxes"]]
+    assert boxes and all(
+        b["page"] == 1 and pymupdf.Rect(b["x0"], b["y0"], b["x1"], b["y1"]) in page
+        for b in boxes
+    )
+
+
+def test_markdown_chunks_have_no_boxes(ingested) -> None:
+    chunks = of(ingested[CHUNKS], ".md")
+    assert [None] * len(chunks) == [c["boxes"] for c in chunks] and chunks
+
+
+def test_propositions_carry_their_chunks_boxes(ingested) -> None:
+    boxes = {c["chunk_id"]: c["boxes"] for c in ingested[CHUNKS]}
+    props = ingested[PROPOSITIONS]
+    assert props and all(p["boxes"] == boxes[p["chunk_id"]] for p in props)
+
+
+def test_documents_row_records_the_pdf_reader(ingested) -> None:
+    assert {"minerals.pdf": ("layout", None), "notes.md": (None, None)} == {
+        Path(d["source"]).name: (d["pdf_reader"], d["layout_fallback_pages"])
+        for d in ingested[DOCUMENTS]
+    }
+
+
+def test_cli_search_json_returns_the_boxes(ingested) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["search", QUERY, "--db", ingested["db"], "--json", "--level", "chunks"])
+    hit = next(r for r in json.loads(out.getvalue()) if r["source"].endswith(".pdf"))
+    [chunk] = [c for c in ingested[CHUNKS] if c["chunk_id"] == hit["chunk_id"]]
+    assert chunk["boxes"] == hit["boxes"]
+
+
+@pytest.mark.parametrize("resident", [False, True])
+def test_api_search_returns_the_propositions_boxes(ingested, resident: bool) -> None:
+    reader = IndexReader(Settings(db=ingested["db"]), resident=resident)
+    hit = next(r for r in reader.search(QUERY, level="propositions")
+               if r.source.endswith(".pdf"))
+    [prop] = [p for p in ingested[PROPOSITIONS] if p["prop_id"] == hit.prop_id]
+    assert prop["boxes"] == hit.boxes
+
+
+def test_http_search_and_chunk_return_the_boxes(ingested) -> None:
+    client = TestClient(create_app(IndexReader(Settings(db=ingested["db"]))))
+    hits = client.post("/search", json={"query": QUERY, "level": "chunks"}).json()
+    hit = next(r for r in hits if r["source"].endswith(".pdf"))
+    chunk = client.get(f"/chunks/{hit['chunk_id']}").json()
+    assert (hit["boxes"], hit["boxes"]) == (
+        chunk["boxes"], chunk["propositions"][0]["boxes"]
+    ) and hit["boxes"]
+
+
+# An index an older propdex wrote: no boxes columns, until its next write adds them.
+
+def _old_index(path: Path) -> str:
+    uri = str(path / "old")
+    version = make_version("alpha", "r1", ["Owls hunt small mammals at night."],
+                           props={0: ["Owls hunt at night."]}, chunk_vectors={0: axis(0)},
+                           prop_vectors={(0, 0): axis(0)})
+    document, chunks, props = version.rows
+    db = lancedb.connect(uri)
+    for name, rows in ((DOCUMENTS, [document]), (CHUNKS, chunks), (PROPOSITIONS, props)):
+        full = DOCUMENTS_SCHEMA if name == DOCUMENTS else schema_for(name, DIM)
+        old = pa.schema([f for f in full if f.name not in ("boxes", "pdf_reader",
+                                                           "layout_fallback_pages")])
+        db.create_table(name, data=pa.Table.from_pylist(rows, schema=old), schema=old)
+    return uri
+
+
+@pytest.mark.parametrize("level", ["chunks", "propositions"])
+def test_an_older_index_is_searched_with_null_boxes(tmp_path, level: str) -> None:
+    index = Index.open(_old_index(tmp_path), create=False)
+    [hit] = search(index, "owls", axis(0), mode="vector", level=level, k=1)
+    assert ("alpha", None) == (hit.doc_id, hit.boxes)

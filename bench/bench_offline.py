@@ -8,9 +8,12 @@ their sum can exceed the wall time); the table gives medians over the rounds.
 
 With --baseline REV the measurement runs in fresh processes, alternating round by round
 between a copy of that git revision and this checkout (each process: start-up, then one timed
-round), and the table compares the two side by side, with each process's peak RSS.
+round), and the table compares the two side by side, with each process's peak RSS and the
+largest peak RSS of its extraction worker processes. With --readers as well, this checkout runs
+twice per round, with the fast and with the layout PDF reader (PROPDEX_PDF_READER).
 
-Run from the repository root:  python bench/bench_offline.py [--rounds 3] [--baseline REV] [PDF ...]
+Run from the repository root:
+    python bench/bench_offline.py [--rounds 3] [--baseline REV [--readers]] [PDF ...]
 """
 
 from __future__ import annotations
@@ -75,7 +78,21 @@ def measure(pdfs: list[Path], rounds: int) -> dict:
                 per_stage.setdefault(stage, []).append(seconds)
         pages = sum(d["page_count"] for d in Index.open(str(work / "db0"), create=False).documents())
     return {"walls": walls, "per_stage": per_stage, "pages": pages, "totals": summary["totals"],
-            "prefect_start": prefect_start, "model_load": model_load}
+            "prefect_start": prefect_start, "model_load": model_load,
+            "worker_peak_mib": _workers_peak_mib()}
+
+
+def _workers_peak_mib() -> float:
+    """The largest peak RSS of the extraction worker processes (stopped here, so that the
+    kernel reports them among the waited-for children; 0 before workers existed)."""
+    import resource
+
+    try:
+        from propdex.extract.isolated import stop_workers
+    except ImportError:  # a revision without isolated extraction
+        return 0.0
+    stop_workers()
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def print_single(result: dict, pdfs: list[Path], rounds: int) -> None:
@@ -98,29 +115,33 @@ def print_single(result: dict, pdfs: list[Path], rounds: int) -> None:
         print(f"| {stage} | {seconds:.2f} | {seconds / total:.0%} |")
 
 
-def compare(pdfs: list[Path], rounds: int, baseline: str) -> None:
-    """Alternate fresh processes of the baseline revision and this checkout."""
+def compare(pdfs: list[Path], rounds: int, baseline: str, readers: bool = False) -> None:
+    """Alternate fresh processes of the baseline revision and this checkout (with each PDF
+    reader when ``readers``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from revisions import checkout, code_env, measured
 
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="propdex-bench-offline-compare-") as tmp:
-        trees = {f"baseline {baseline}": checkout(baseline, Path(tmp) / "baseline"),
-                 "this checkout": REPO}
-        runs: dict[str, list[tuple[dict, float]]] = {name: [] for name in trees}
+        codes = [(f"baseline {baseline}", checkout(baseline, Path(tmp) / "baseline"), {})]
+        codes += [(f"this checkout, {reader} reader", REPO, {"PROPDEX_PDF_READER": reader})
+                  for reader in ("fast", "layout")] if readers else [("this checkout", REPO, {})]
+        runs: dict[str, list[tuple[dict, float]]] = {name: [] for name, *_ in codes}
         for _ in range(rounds):
-            for name, tree in trees.items():
+            for name, tree, extra in codes:
                 command = [sys.executable, str(Path(__file__).resolve()), "--rounds", "1",
                            "--json", "--code", str(tree), *map(str, pdfs)]
-                done = measured(command, tree, code_env(tree, PREFECT_HOME=str(Path(tmp) / name)))
+                done = measured(command, tree, code_env(tree, PREFECT_HOME=str(Path(tmp) / name),
+                                                        **extra))
                 runs[name].append((json.loads(done.stdout.strip().splitlines()[-1]), done.peak_rss_mib))
     print(f"offline pipeline on {len(pdfs)} PDFs; {rounds} alternating rounds per code, one "
           f"fresh process each; load average {load_before:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after\n")
     stages = sorted({s for results in runs.values() for r, _ in results for s in r["per_stage"]})
-    print("| code | pages | wall (s) | pages per minute | peak RSS (MiB) | model load (s) | "
+    print("| code | pages | wall (s) | pages per minute | peak RSS (MiB) | "
+          "extraction worker peak RSS (MiB) | model load (s) | "
           + " | ".join(f"{s} (s)" for s in stages) + " |")
-    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(stages))
+    print("|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(stages))
     per_minute = {}
     for name, results in runs.items():
         wall = statistics.median(r["walls"][0] for r, _ in results)
@@ -131,9 +152,11 @@ def compare(pdfs: list[Path], rounds: int, baseline: str) -> None:
             for s in stages)
         print(f"| {name} | {pages} | {wall:.2f} | {per_minute[name]:.0f} | "
               f"{max(rss for _, rss in results):.0f} | "
+              f"{max(r.get('worker_peak_mib', 0.0) for r, _ in results):.0f} | "
               f"{statistics.median(r['model_load'] for r, _ in results):.1f} | {stage_cells} |")
-    before, after = per_minute.values()
-    print(f"\nthroughput ratio this checkout / baseline: {after / before:.2f}x")
+    before, *afters = per_minute.values()
+    for name, after in zip(list(per_minute)[1:], afters, strict=True):
+        print(f"\nthroughput ratio {name} / baseline: {after / before:.2f}x")
 
 
 def main() -> None:
@@ -142,6 +165,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", metavar="REV",
                         help="compare with this git revision, side by side in fresh processes")
+    parser.add_argument("--readers", action="store_true",
+                        help="with --baseline: run this checkout with each PDF reader")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", type=Path, default=REPO, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -150,7 +175,7 @@ def main() -> None:
     if missing:
         raise SystemExit(f"not found: {', '.join(missing)} (the shared corpus sits beside the dev checkout)")
     if args.baseline:
-        compare(pdfs, args.rounds, args.baseline)
+        compare(pdfs, args.rounds, args.baseline, args.readers)
         return
     sys.path.insert(0, str(args.code))  # --code: the tree whose propdex is measured
     _environment()

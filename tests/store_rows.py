@@ -61,7 +61,7 @@ def make_version(
             "header": f"{title} / part {i}", "section": f"Section {i}", "page_start": i + 1,
             "page_end": i + 1, "char_start": start, "char_end": end, "source": source,
             "content_sha256": f"sha-{doc_id}-{run_id}", "embed_model": "test-embedder",
-            "prop_error": None, "run_id": run_id,
+            "prop_error": None, "run_id": run_id, "boxes": None,  # a text source: no boxes
             "vector": (chunk_vectors or {}).get(i, unit(rng.normal(size=DIM))),
         })
         texts = (props or {}).get(i, [f"{paragraph} (fact {j})" for j in range(2)])
@@ -73,7 +73,7 @@ def make_version(
                 "completeness": 9, "conciseness": 9, "passed": passed, "page_start": i + 1,
                 "page_end": i + 1, "source": source, "content_sha256": f"sha-{doc_id}-{run_id}",
                 "llm_model": "test-llm", "prompt_version": "p1", "embed_model": "test-embedder",
-                "run_id": run_id,
+                "run_id": run_id, "boxes": None,
                 "vector": (prop_vectors or {}).get((i, j), unit(rng.normal(size=DIM))),
             })
         start = end + 2

@@ -64,7 +64,7 @@ def extraction_reason(
 
 
 def test_supported_suffixes() -> None:
-    assert (".pdf", ".txt", ".md", ".markdown") == SUPPORTED_SUFFIXES
+    assert (".pdf", ".epub", ".xps", ".oxps", ".mobi", ".fb2", ".txt", ".md", ".markdown") == SUPPORTED_SUFFIXES
 
 
 def test_pdf_page_spans_tile_the_text_between_separators(

@@ -206,3 +206,39 @@ def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypat
 
 def test_switching_reader_changes_the_fingerprint() -> None:
     assert LAYOUT.fingerprint({}) != FAST.fingerprint({})
+
+
+# Scanned pages: the engine decides per page whether to OCR (Tesseract, where installed).
+
+def _scan_of(path: Path, scanned: set[int]) -> Path:
+    """The PDF with the pages numbered in ``scanned`` (1-based) replaced by their image."""
+    out = path.with_name(f"scan-{path.name}")
+    with pymupdf.open(path) as source, pymupdf.open() as scan:
+        for number, original in enumerate(source, start=1):
+            page = scan.new_page(width=original.rect.width, height=original.rect.height)
+            if number in scanned:
+                page.insert_image(page.rect, pixmap=original.get_pixmap(dpi=200))
+            else:
+                page.show_pdf_page(page.rect, source, number - 1)
+        scan.save(out)
+    return out
+
+
+@pytest.fixture
+def tesseract() -> None:
+    from propdex.extract.pdf import tesseract_available
+
+    if not tesseract_available():
+        pytest.skip("Tesseract (tessdata) is not installed: the engine cannot OCR")
+
+
+def test_a_scanned_page_among_text_pages_is_read_with_ocr(tmp_path: Path, tesseract) -> None:
+    path = _scan_of(make_pdf(tmp_path / "survey.pdf", SURVEY[:3]), {2})
+    doc = extract_document(path, LAYOUT)
+    assert (True, SURVEY[1].split()) == (doc.ocr, page(doc, 2).split())
+
+
+def test_a_scanned_document_is_read_with_ocr(tmp_path: Path, tesseract) -> None:
+    path = _scan_of(make_pdf(tmp_path / "survey.pdf", SURVEY[:2]), {1, 2})
+    doc = extract_document(path, LAYOUT)
+    assert (True, " ".join(SURVEY[:2]).split()) == (doc.ocr, doc.text.split())

@@ -19,6 +19,7 @@ def options_schema(flow, name: str) -> dict:
     ("llm", ["default", "offline", "openai"]),
     ("chunker", ["default", "fixed", "recursive", "passages", "semantic", "llm"]),
     ("embedder", ["default", "minilm", "openai"]),
+    ("pdf_reader", ["default", "layout", "fast"]),
 ])
 @pytest.mark.parametrize("flow", [ingest, reingest_document])
 def test_fixed_choices_are_a_plain_enum_the_ui_shows_as_a_drop_down(flow, field, choices):
@@ -29,7 +30,7 @@ def test_fixed_choices_are_a_plain_enum_the_ui_shows_as_a_drop_down(flow, field,
 @pytest.mark.parametrize(("field", "title"), [
     ("llm", "LLM backend"), ("llm_model", "LLM model"), ("chunk_size", "Chunk size (characters)"),
     ("threshold", "Pass threshold (1-10)"), ("llm_rpm", "LLM requests per minute"),
-    ("document_concurrency", "Documents at once"),
+    ("document_concurrency", "Documents at once"), ("pdf_reader", "PDF reader"),
 ])
 def test_ingest_option_labels_read_as_words(field, title):
     assert title == options_schema(ingest, "IngestOptions")[field]["title"]
@@ -55,3 +56,16 @@ def test_the_default_choice_leaves_the_setting_to_the_environment(monkeypatch, l
 def test_a_chosen_value_overrides_the_environment(monkeypatch):
     monkeypatch.setenv("PROPDEX_CHUNKER", "passages")
     assert "fixed" == IngestOptions(chunker="fixed").settings("db").chunker
+
+
+def test_pdf_reader_default_leaves_it_to_the_environment(monkeypatch):
+    monkeypatch.setenv("PROPDEX_PDF_READER", "fast")
+    assert ("fast", "layout") == (IngestOptions().settings("db").pdf_reader,
+                                  IngestOptions(pdf_reader="layout").settings("db").pdf_reader)
+
+
+def test_the_pdf_reader_flag_reaches_the_run_form():
+    from propdex.cli import build_parser, ingest_options
+
+    args = build_parser().parse_args(["ingest", "docs", "--pdf-reader", "fast"])
+    assert "fast" == ingest_options(args).settings("db").pdf_reader

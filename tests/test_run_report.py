@@ -32,3 +32,13 @@ def test_report_totals_the_page_furniture_removed() -> None:
         DocumentOutcome(source="/docs/b.pdf", doc_id="b", status="indexed", furniture_removed=14),
     )
     assert "| running header/footer lines removed | 50 |" in text.split("\n")
+
+
+def test_report_names_the_pages_the_layout_engine_failed_on() -> None:
+    text = report(
+        DocumentOutcome(source="/docs/a.pdf", doc_id="a", status="indexed",
+                        layout_fallback_pages=[2, 7]),
+        DocumentOutcome(source="/docs/b.pdf", doc_id="b", status="indexed"),
+    )
+    section = text.split("**Pages the layout engine failed on (read in fast mode):**")[1]
+    assert "- /docs/a.pdf: page(s) 2, 7" == section.split("\n\n")[1].strip()

@@ -28,6 +28,7 @@ from propdex.extract.spans import lines_text
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
+OCR_LANGUAGE = "eng"
 _HEADINGS = ("title", "section-header")
 _MAX_HEADING_LEVEL = 6
 _NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
@@ -51,6 +52,7 @@ class PagePieces:
     height: float = 0.0
     top: float = 0.0
     furniture_lines: int = 0  # lines of running headers and footers left out
+    ocr: bool = False  # some of its text came from OCR
 
 
 @dataclass
@@ -72,13 +74,25 @@ def _engine():
     return document_layout, utils
 
 
-def read_page(doc: pymupdf.Document, index: int) -> PagePieces:
-    """The page's boxes as pieces of text. Raises whatever the engine raises."""
-    document_layout, _ = _engine()
-    parsed = document_layout.parse_document(doc, pages=[index], use_ocr=False, force_text=True)
+def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
+    """The page's boxes as pieces of text. With ``ocr`` the engine decides whether the page
+    (or an image on it) needs OCR and runs Tesseract on what has no legible text. Raises
+    whatever the engine raises."""
+    document_layout, utils = _engine()
+    options: dict = {"use_ocr": False}
+    if ocr:
+        # Passed in rather than chosen by the engine, which would announce its choice on
+        # every call; imported only here, as it looks for Tesseract on import.
+        from pymupdf4llm.ocr import tesseract_api
+
+        options = {"use_ocr": True, "ocr_function": tesseract_api.exec_ocr,
+                   "ocr_language": OCR_LANGUAGE}
+    parsed = document_layout.parse_document(doc, pages=[index], force_text=True, **options)
     page = parsed.pages[0]
     rect = doc.load_page(index).rect
     result = PagePieces(height=rect.height, top=rect.y0)
+    result.ocr = ocr and any(utils.is_ocr_text(span) for box in page.boxes
+                             for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))

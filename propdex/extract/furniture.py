@@ -1,4 +1,5 @@
-"""Page furniture: running headers, running footers and page numbers of a PDF.
+"""Page furniture: running headers, running footers and page numbers of a PDF, for both
+readers (fast mode's text lines, the layout engine's lines).
 
 A line is furniture when it lies in the top or bottom band of the page and the same line,
 with its digits normalised ("Page 3 of 19" = "Page 7 of 19"; short lines only), lies in the

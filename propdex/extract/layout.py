@@ -1,4 +1,6 @@
-"""A PDF page as text blocks in reading order, with the bounding boxes PyMuPDF gives.
+"""A PDF page as text blocks in reading order, with the bounding boxes PyMuPDF gives: the
+fast reader's column handling (the layout reader gets reading order from PyMuPDF's layout
+engine, which read the corpus's two-column pages in the same order).
 
 MuPDF returns blocks in the order of the page's content stream, which is the reading order
 for almost every producer. Two-column pages are the exception: some producers write the

@@ -29,6 +29,7 @@ from propdex.errors import (
     NoTextLayerError,
 )
 from propdex.extract import engine
+from propdex.extract.engine import OCR_LANGUAGE
 from propdex.extract.furniture import PageLines, find_furniture, page_text
 from propdex.extract.layout import page_blocks
 from propdex.extract.normalise import expand_ligatures, non_space_length, normalise_pdf_text
@@ -47,7 +48,6 @@ TEXT_FLAGS = pymupdf.TEXT_MEDIABOX_CLIP | pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
 # Below this many non-whitespace characters in the whole document there is no usable text
 # layer (page numbers or a stray header on a scan).
 MIN_TEXT_CHARS = 20
-OCR_LANGUAGE = "eng"
 
 # PyMuPDF shares one MuPDF context per process and is not thread-safe, while the pipeline
 # extracts documents from worker threads; whoever else calls PyMuPDF should hold this lock.
@@ -209,11 +209,14 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     title = _metadata_title(doc)
     pages: list[engine.PagePieces] = []
     fallback: list[int] = []
+    # The engine decides per page whether to OCR (a scanned page among text pages too);
+    # on the corpus its text was as complete as reading every page by OCR (bench/RESULTS.md).
+    ocr = doc.is_pdf and tesseract_available()
     for index in range(doc.page_count):
         if index == 0 and title is None:
             title = _first_page_title(_text_page(doc, index, path, source).extractDICT())
         try:
-            pages.append(engine.read_page(doc, index))
+            pages.append(engine.read_page(doc, index, ocr))
         except Exception:  # the engine's models and heuristics on a page they cannot handle
             fallback.append(index + 1)
             pages.append(_fast_page(doc, index, path, source))
@@ -226,13 +229,13 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
         engine.drop_furniture(page, {owners[block] for block, _ in removed})
     layout = engine.assemble(pages)
     if sum(non_space_length(t) for t in layout.texts) < MIN_TEXT_CHARS:
-        return _read(doc, path, source)  # no text layer: the OCR path, or its error
+        raise NoTextLayerError(source, "no text layer (OCR found no text)" if ocr else "no text layer")
     text, spans = join_pages(layout.texts)
     regions, headings = engine.place(layout, [span.start for span in spans])
     # The outline where the document has one (its author's sections, as in fast mode), the
     # headings the engine found where it has none.
     sections = _toc_sections(doc, text, spans, _MARKDOWN_HEADING) or headings
-    return PdfContent(text, spans, title, sections, doc.page_count, False,
+    return PdfContent(text, spans, title, sections, doc.page_count, any(p.ocr for p in pages),
                       layout.furniture_removed, "layout", fallback, regions)
 
 

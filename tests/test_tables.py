@@ -164,6 +164,12 @@ def test_cells_lose_their_markdown_and_bold_labels_name_the_row(backend) -> None
             "rule-based systems."] == backend.propositions(text, title="Levels", section=None).value
 
 
+def test_a_word_hyphenated_at_a_cell_line_break_is_rejoined(backend) -> None:
+    text = "| Level | Narrow |\n|---|---|\n| Level 1; Emerging | simple rule-based sys- tems, pre- and post-training |"
+    assert ["In a table of L, for Level 1, Emerging, Narrow is simple rule-based systems, pre- and "
+            "post-training."] == backend.propositions(text, title="L", section=None).value
+
+
 def test_a_part_of_a_split_table_is_stated_with_its_head(tmp_path: Path, backend) -> None:
     path = write_markdown(tmp_path / "r.md", CAPTION, table(LONG_ROWS))
     _, chunks = table_chunks(path, chunk_size=300)

@@ -26,7 +26,9 @@ _SEPARATOR_ROW = re.compile(r"\s*\|\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*")
 _CAPTION = re.compile(r"[*_#>\s]*Table\s+[A-Z]?\d+[a-z]?(?=\s*[:.|—–-]|\s*$|\s+[A-Z])")
 _BLANK_LINES = re.compile(r"\n[ \t]*\n\s*")
 _NUMBER = re.compile(r"[^\w]*[\d.,·×%±+−-]+[^\w]*")
-_HYPHEN_BREAK = re.compile(r"(\w)-<br>\s*(?=[a-z])")
+# A word hyphenated at a line break inside a cell: "sys-<br>tems", or "sys- tems" once the
+# line break became a space ("pre- and post-training" is no such word).
+_HYPHEN_BREAK = re.compile(r"([a-z]{2})-(?:<br>\s*| )(?!(?:and|or|to)\b)(?=[a-z]{2})")
 _SUPERSCRIPT = re.compile(r"<sup>(.*?)</sup>", re.S)
 _TAG = re.compile(r"<[^>]{1,20}>")
 _SPACE = re.compile(r"\s+")

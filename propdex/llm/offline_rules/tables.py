@@ -74,8 +74,8 @@ def column_names(text: str, table: Table) -> list[str]:
 def row_statements(name: str, label: str, cells: list[tuple[str, str]]) -> list[str]:
     """"In <name>, for <label>, <column> is <value>, ...", cut into several statements when
     one would exceed ``ROW_STATEMENT_CHARS``."""
-    lead = f"In {name}, for {label}, "
     # A ";" inside a cell separates list items; in a statement it would read as a clause joint.
+    lead = f"In {name}, for {label.replace(';', ',')}, "
     facts = [(f"{column} is {value}" if column else value).replace(";", ",") for column, value in cells]
     groups: list[list[str]] = []
     for fact in facts:

@@ -129,10 +129,19 @@ class Chunk:
     page_end: int
     section: str | None = None
     header: str = ""  # contextual chunk header; embedded text = header + "\n\n" + text
+    # A part of a table split between rows: the caption and header rows its text lacks (they
+    # go into the header and precede the text that propositions are written from).
+    table_head: str = ""
 
     @property
     def embed_text(self) -> str:
         return f"{self.header}\n\n{self.text}" if self.header else self.text
+
+    @property
+    def prompt_text(self) -> str:
+        """The text propositions are written from and graded against: the chunk text, after
+        the table head it lacks (one newline apart, so the rows read as one table)."""
+        return f"{self.table_head}\n{self.text}" if self.table_head else self.text
 
 
 @dataclass
@@ -163,6 +172,8 @@ class Proposition:
     text: str
     scores: Scores | None  # None: its chunk's grading failed (stored ungraded, not passed)
     passed: bool
+    # The document-text span of the table row it states, when it states one row's cells.
+    row_span: tuple[int, int] | None = None
 
 
 @dataclass

@@ -15,8 +15,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
 # 2: PDF page furniture left out of the text, two-column pages in column order, legacy
-# text encodings read instead of refused.
-PIPELINE_VERSION = "2"
+# text encodings read instead of refused. 3: a Markdown table and its caption kept whole in a
+# chunk, or split between rows with the caption and header rows in each part's header.
+PIPELINE_VERSION = "3"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -67,6 +67,13 @@ def test_the_proposition_prompt_states_the_bounds():
     assert "Write 1 to 25 propositions" in system
 
 
+def test_the_proposition_prompt_is_version_3_and_says_how_to_state_table_rows():
+    prompt = load_prompt("propositions")
+    assert ("propositions-v3", True) == (
+        prompt.version.split("+")[0], "naming the table (its number and subject), the row and the column" in
+        " ".join(prompt.system.split()))
+
+
 @pytest.mark.parametrize(("describe_format", "shown"), [(True, True), (False, False)])
 @pytest.mark.parametrize("step", PROMPT_STEPS)
 def test_the_answer_format_is_described_only_when_asked(step, describe_format, shown):

@@ -56,7 +56,7 @@ def test_prompt_versions_name_every_rule_set(backend):
     expected = {
         "title": "offline-title-v2",
         "summary": "offline-summary-v2",
-        "propositions": "offline-propositions-v2",
+        "propositions": "offline-propositions-v3",
         "grading": "offline-grading-v2",
     }
     assert expected == backend.prompt_versions()

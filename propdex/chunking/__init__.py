@@ -7,11 +7,16 @@ from itertools import pairwise
 from propdex import ids
 from propdex.chunking.base import Chunker
 from propdex.chunking.recursive import RecursiveChunker
+from propdex.chunking.tables import TablePiece, find_tables, table_pieces
 from propdex.models import Chunk, DocumentChunks, ExtractedDocument, Usage
 from propdex.settings import Settings
 
-__all__ = ["Chunker", "RecursiveChunker", "chunk_and_count", "chunk_document", "document_spans",
-           "make_chunker"]
+__all__ = ["Chunker", "RecursiveChunker", "chunk_and_count", "chunk_document", "document_pieces",
+           "document_spans", "make_chunker"]
+
+
+# Prose shorter than 1/SLIVER_SHARE of the chunk size next to a table joins the table's chunk.
+SLIVER_SHARE = 8
 
 
 def make_chunker(settings: Settings) -> Chunker:
@@ -46,13 +51,47 @@ def section_bounds(doc: ExtractedDocument) -> list[tuple[int, int]]:
     return list(pairwise(edges))
 
 
-def document_spans(doc: ExtractedDocument, chunker: Chunker) -> list[tuple[int, int]]:
-    """Chunk spans of ``doc.text``, split section by section so no chunk straddles a heading
-    and each chunk's ``section`` describes all of its text."""
-    spans = []
+def section_pieces(text: str, chunker: Chunker) -> list[TablePiece]:
+    """Chunk spans of one section's text: its tables (with their captions) cut by
+    ``table_pieces``, the prose between them by ``chunker``. A sliver of prose next to a
+    table (the section's heading right above it) joins the table's piece when it fits."""
+    if chunker.table_chars is None:
+        return [TablePiece(s, e, "") for s, e in chunker.split(text)]
+    limit = chunker.table_chars
+    sliver = max(1, limit // SLIVER_SHARE)
+    pieces: list[TablePiece] = []
+    after_table = False
+    cursor = 0
+    for table in [*find_tables(text), None]:
+        block_start, block_end = table.block if table else (len(text), len(text))
+        prose = [TablePiece(cursor + s, cursor + e, "") for s, e in chunker.split(text[cursor:block_start])]
+        parts = table_pieces(text, table, limit) if table else []
+        if (after_table and prose and prose[0].end - prose[0].start < sliver
+                and prose[0].end - pieces[-1].start <= limit):
+            pieces[-1] = TablePiece(pieces[-1].start, prose.pop(0).end, pieces[-1].head)
+        if (parts and prose and prose[-1].end - prose[-1].start < sliver
+                and parts[0].end - prose[-1].start <= limit):
+            parts[0] = TablePiece(prose.pop().start, parts[0].end, parts[0].head)
+        pieces.extend(prose)
+        pieces.extend(parts)
+        after_table = bool(parts)
+        cursor = block_end
+    return pieces
+
+
+def document_pieces(doc: ExtractedDocument, chunker: Chunker) -> list[TablePiece]:
+    """Chunk spans of ``doc.text`` with the table head each lacks, split section by section so
+    no chunk straddles a heading and each chunk's ``section`` describes all of its text."""
+    pieces = []
     for start, end in section_bounds(doc):
-        spans.extend((start + s, start + e) for s, e in chunker.split(doc.text[start:end]))
-    return spans
+        pieces.extend(TablePiece(start + p.start, start + p.end, p.head)
+                      for p in section_pieces(doc.text[start:end], chunker))
+    return pieces
+
+
+def document_spans(doc: ExtractedDocument, chunker: Chunker) -> list[tuple[int, int]]:
+    """``document_pieces``' spans."""
+    return [(p.start, p.end) for p in document_pieces(doc, chunker)]
 
 
 def chunk_document(doc: ExtractedDocument, settings: Settings) -> list[Chunk]:
@@ -70,8 +109,8 @@ def chunk_and_count(doc: ExtractedDocument, settings: Settings) -> DocumentChunk
         doc, usage = section_document(doc, settings)
     chunks = []
     chunker = make_chunker(settings)
-    spans = document_spans(doc, chunker)
-    for ordinal, (start, end) in enumerate(spans):
+    for ordinal, piece in enumerate(document_pieces(doc, chunker)):
+        start, end = piece.start, piece.end
         page_start, page_end = doc.pages_for(start, end)
         chunks.append(
             Chunk(
@@ -84,6 +123,7 @@ def chunk_and_count(doc: ExtractedDocument, settings: Settings) -> DocumentChunk
                 page_start=page_start,
                 page_end=page_end,
                 section=doc.section_at(start),
+                table_head=piece.head,
             )
         )
     return DocumentChunks(chunks, usage + chunker.usage)

@@ -22,6 +22,9 @@ class Chunker(ABC):
 
     # LLM calls and tokens spent by ``split`` so far (only the llm chunker spends any).
     usage: Usage = Usage()
+    # Markdown tables are kept whole up to this many characters and split between rows
+    # beyond (``propdex.chunking.tables``); None: tables are text like any other.
+    table_chars: int | None = None
 
     @abstractmethod
     def split(self, text: str) -> list[tuple[int, int]]: ...

@@ -127,6 +127,7 @@ class LLMChunker(Chunker):
     def __init__(self, settings: Settings):
         self.settings = settings
         self.chunk_size = settings.chunk_size
+        self.table_chars = settings.chunk_size
         self.logprobs = settings.llm_chunk_logprobs
         self.step = "llm_chunk_logprobs" if self.logprobs else "llm_chunk"
         self.prompt = load_prompt(self.step)

@@ -39,6 +39,7 @@ class PassageChunker(Chunker):
         self.max_words = max_words
         self.min_tail_words = min_tail_words
         self.max_chars = max_chars
+        self.table_chars = max_chars
 
     def split(self, text: str) -> list[tuple[int, int]]:
         passages: list[tuple[int, int]] = []

@@ -21,6 +21,7 @@ class RecursiveChunker(Chunker):
         from chonkie import RecursiveChunker as ChonkieRecursiveChunker
 
         self.chunk_size = chunk_size
+        self.table_chars = chunk_size
         self.overlap = overlap
         # chonkie's default minimum (24 characters) makes its splitter glue short words into
         # one piece longer than chunk_size, which then gets cut mid-word; 1 keeps word splits.

@@ -20,6 +20,7 @@ class SemanticChunker(Chunker):
         self.embedder = embedder
         self.threshold = threshold
         self.chunk_size = chunk_size
+        self.table_chars = chunk_size
 
     def split(self, text: str) -> list[tuple[int, int]]:
         sentences = bounded_sentences(text, self.chunk_size)

@@ -26,6 +26,7 @@ import pymupdf
 
 from propdex.extract.layout import Block
 from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
+from propdex.extract.spans import lines_text
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -148,8 +149,7 @@ def _box_piece(box, rect, list_level: int) -> Piece | None:
     if not lines:
         return None
     if kind in _HEADINGS:
-        spans = [span for line in lines for span in line["spans"]]
-        title = _one_line(document_layout.get_plain_text(spans))
+        title = _one_line(lines_text(lines))
         return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0)
     if kind in ("picture", "formula"):
         # Labels and values drawn inside a chart or a formula: one line each, as printed.
@@ -158,8 +158,10 @@ def _box_piece(box, rect, list_level: int) -> Piece | None:
         raw = _list_items(document_layout.list_item_to_text(lines, list_level))
     elif kind == "footnote":
         raw = document_layout.footnote_to_text(lines)
+    elif document_layout.is_superscripted(lines[0]) or document_layout.is_monospaced(lines):
+        raw = document_layout.text_to_text(lines)  # a footnote or a code block
     else:
-        raw = document_layout.text_to_text(lines)
+        raw = lines_text(lines)
     text = normalise_pdf_text(raw)
     return Piece(text, [(0, len(text), rect)])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from propdex.cache import ResultCache, cache_key
+from propdex.chunking.tables import chunk_row_span
 from propdex.deadlines import current_deadline, submit_with_deadline
 from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
 from propdex.ids import prop_id_for
@@ -25,12 +26,12 @@ def _extract(
         step="propositions", model=settings.model_for("propositions"),
         prompt=backend.prompt_versions()["propositions"], title=title, section=chunk.section,
         limits=[settings.min_propositions, settings.max_propositions, settings.max_proposition_chars],
-        text=chunk.text,
+        text=chunk.prompt_text,
     )
     cached = cache.get_llm(key)
     if cached is not None:
         return cached, Usage(cached_calls=1)
-    result = backend.propositions(chunk.text, title=title, section=chunk.section)
+    result = backend.propositions(chunk.prompt_text, title=title, section=chunk.section)
     cache.put_llm(key, "propositions", result.value)
     return result.value, result.usage
 
@@ -44,12 +45,12 @@ def _grade(
     key = cache_key(
         step="grading", model=settings.model_for("grading"),
         prompt=backend.prompt_versions()["grading"], title=title, section=chunk.section,
-        text=chunk.text, propositions=texts,
+        text=chunk.prompt_text, propositions=texts,
     )
     cached = cache.get_llm(key)
     if cached is not None:
         return [Scores(**s) for s in cached], Usage(cached_calls=1)
-    result = backend.grade(chunk.text, texts, title=title, section=chunk.section)
+    result = backend.grade(chunk.prompt_text, texts, title=title, section=chunk.section)
     if len(result.value) != len(texts):
         raise LLMOutputError(f"grading returned {len(result.value)} grades for {len(texts)} propositions")
     cache.put_llm(key, "grading", [vars(s) for s in result.value])
@@ -72,6 +73,7 @@ def _assemble(
             text=text,
             scores=score,
             passed=score is not None and score.passes(thresholds),
+            row_span=chunk_row_span(chunk, text),
         )
         for ordinal, (text, score) in enumerate(zip(texts, graded, strict=True))
     ]

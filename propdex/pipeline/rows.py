@@ -61,7 +61,10 @@ def proposition_rows(
                 "source": doc.source, "content_sha256": doc.content_sha256,
                 "llm_model": settings.model_for("propositions"), "prompt_version": prompt_version,
                 "embed_model": settings.embed_model_name, "run_id": run_id,
-                "vector": vectors[len(rows)], "boxes": boxes,
+                "vector": vectors[len(rows)],
+                # A statement of one table row points at that row's rectangles.
+                "boxes": boxes_as_rows(boxes_for_span(doc.regions, *p.row_span)) if p.row_span
+                else boxes,
             })
     return rows
 

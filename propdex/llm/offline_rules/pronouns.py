@@ -1,4 +1,4 @@
-"""Pronoun replacement for the offline propositions (part of ``offline-propositions-v2``).
+"""Pronoun replacement for the offline propositions (part of ``offline-propositions-v3``).
 
 A leading pronoun is replaced, left to right through the chunk:
 

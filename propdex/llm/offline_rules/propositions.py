@@ -1,4 +1,4 @@
-"""Offline proposition rules (``offline-propositions-v2``).
+"""Offline proposition rules (``offline-propositions-v3``).
 
 1. Sentences: hard line breaks are undone (``text.text_blocks``, which also drops running
    headers equal to the title and page numbers) and pysbd segments the chunk. Numeric
@@ -21,8 +21,10 @@
    the chunk's edges (4+ words and a verb) is kept in text order as found, without a
    capital or period added (grading marks it down as partial): its facts are in no other
    proposition. Like the LLM prompt's "an empty list if the content states no facts", a
-   chunk without statements (a reference list, a table of numbers) yields fewer than
+   chunk without statements (a reference list, a list of numbers) yields fewer than
    ``min_count``, possibly none.
+6. Markdown tables are left out of the sentences; each of their rows is stated by the
+   rules of ``tables`` (table, row and column named), after the sentences.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 from propdex.llm.offline_rules.clauses import MIN_WORDS, split_clauses
 from propdex.llm.offline_rules.pronouns import SubjectTracker
+from propdex.llm.offline_rules.tables import table_row_propositions, without_tables
 from propdex.llm.offline_rules.text import (
     FUNCTION_WORDS,
     block_sentences,
@@ -182,7 +185,8 @@ def finish(text: str, max_chars: int, *, close: bool = True) -> str | None:
 
 def make_propositions(chunk_text: str, title: str, limits: PropositionLimits) -> list[str]:
     # A line repeating the title is a running page header, not part of the sentence it splits.
-    sentences = [clean_sentence(s) for s in block_sentences(chunk_text, skip_lines={title})]
+    sentences = [clean_sentence(s)
+                 for s in block_sentences(without_tables(chunk_text), skip_lines={title})]
     tracker = SubjectTracker(title)
     propositions: list[str] = []
     last = len(sentences) - 1
@@ -205,4 +209,8 @@ def make_propositions(chunk_text: str, title: str, limits: PropositionLimits) ->
                 propositions.append(proposition)
         if len(propositions) >= limits.max_count:
             break
+    for statement in table_row_propositions(chunk_text, title):
+        proposition = finish(statement, limits.max_chars)
+        if proposition and proposition not in propositions:
+            propositions.append(proposition)
     return propositions[: limits.max_count]

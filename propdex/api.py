@@ -48,7 +48,7 @@ DOCUMENT_SUMMARY_FIELDS = (
 CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "section",
                 "page_start", "page_end", "char_start", "char_end", "source", "prop_error"]
 PROPOSITION_FIELDS = ["prop_id", "ordinal", "text", "accuracy", "clarity", "completeness",
-                      "conciseness", "passed", "page_start", "page_end"]
+                      "conciseness", "passed", "reject_reason", "page_start", "page_end"]
 
 
 class IndexReader:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from prefect import task
@@ -13,7 +14,13 @@ from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.pipeline.plan import Plan, WorkItem, plan_sources
 from propdex.pipeline.report import render_markdown
-from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
+from propdex.pipeline.rows import (
+    chunk_rows,
+    document_row,
+    failure_row,
+    grader_watch,
+    proposition_rows,
+)
 from propdex.pipeline.timing import pop_stage_seconds
 from propdex.runtime import backend_for
 from propdex.security import check_db_allowed, roots_of_sources
@@ -101,6 +108,7 @@ def commit_document(
         encoding=doc.encoding, furniture_removed=doc.furniture_removed,
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
+        checks_rejected=json.loads(row["checks_rejected"]), grader=grader_watch(outcomes),
     )
 
 

@@ -25,8 +25,9 @@ propositions (offline-propositions-v2)
     when both sides have >= 4 words and a verb; a leading pronoun replaced by the latest
     fitting subject in the chunk or the title ("We" -> "The authors"); citations removed;
     min/max counts and the character limit from Settings.
-grading (offline-grading-v2)
-    accuracy = share of content words found in the chunk (10 when all are); clarity,
+grading (offline-grading-v3)
+    accuracy = share of content words found in the chunk, measured as the checks do
+    (``propdex.checks.words``; 10 when all are); clarity,
     completeness and conciseness start at 10 and lose points for unresolved pronouns and
     broken characters, missing verbs/closing punctuation/unmatched brackets/short length,
     and length over 35 words (-1 to -3)/semicolons/joined clauses/repeated words.
@@ -46,7 +47,7 @@ PROMPT_VERSIONS = {
     "title": "offline-title-v2",
     "summary": "offline-summary-v2",
     "propositions": "offline-propositions-v2",
-    "grading": "offline-grading-v2",
+    "grading": "offline-grading-v3",
 }
 
 

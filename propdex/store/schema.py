@@ -87,6 +87,8 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("context_fallback", pa.string()),  # title/summary written by the offline fallback
     pa.field("embed_truncated", pa.int32()),  # texts the embedder could not read whole
     pa.field("ungraded_count", pa.int32()),  # propositions whose grading failed (not searchable)
+    # JSON object: "step: reason" -> answers the deterministic checks rejected ("{}": none)
+    pa.field("checks_rejected", pa.string()),
 ])
 
 
@@ -132,6 +134,8 @@ def propositions_schema(dim: int) -> pa.Schema:
         pa.field("embed_model", pa.string()),
         _required("run_id"),
         _vector(dim),
+        # Added after the first release (nullable, at the end; see DOCUMENTS_SCHEMA).
+        pa.field("reject_reason", pa.string()),  # why it did not pass; null when it passed
     ])
 
 

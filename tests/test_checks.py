@@ -35,7 +35,7 @@ GOLD_LIKE = [
 
 
 def _problems(propositions: list[str]) -> list[str | None]:
-    return proposition_problems(propositions, (CHUNK, HEADER, TITLE))
+    return proposition_problems(propositions, CHUNK, (HEADER, TITLE))
 
 
 @pytest.mark.parametrize(("title", "reason"), [
@@ -102,7 +102,7 @@ def test_a_repeated_proposition_is_a_duplicate():
 def test_every_gold_dense_x_proposition_passes(corpus):
     examples = json.loads((corpus / "dense-x" / "propositionizer_examples.json").read_text())["examples"]
     problems = [
-        (p, proposition_problems([p], (e["content"], e["section"], e["title"]))[0])
+        (p, proposition_problems([p], e["content"], (e["section"], e["title"]))[0])
         for e in examples for p in e["propositions"]
     ]
     assert [] == [(p, why) for p, why in problems if why is not None]

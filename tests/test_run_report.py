@@ -32,3 +32,30 @@ def test_report_totals_the_page_furniture_removed() -> None:
         DocumentOutcome(source="/docs/b.pdf", doc_id="b", status="indexed", furniture_removed=14),
     )
     assert "| running header/footer lines removed | 50 |" in text.split("\n")
+
+
+def test_report_counts_the_answers_the_checks_rejected_per_step_and_reason() -> None:
+    text = report(
+        DocumentOutcome(source="/docs/a.md", doc_id="a", status="indexed",
+                        checks_rejected={"propositions: ungrounded": 2, "title: placeholder": 1}),
+        DocumentOutcome(source="/docs/b.md", doc_id="b", status="indexed",
+                        checks_rejected={"propositions: ungrounded": 3}),
+    )
+    rows = [line for line in text.split("\n") if line.startswith(("| propositions |", "| title |"))]
+    assert ["| propositions | ungrounded | 5 |", "| title | placeholder | 1 |"] == rows
+
+
+def test_report_says_a_grader_that_passed_every_rejected_proposition_is_not_informative() -> None:
+    counts = {"graded": 60, "out_of_range": 0, "rejected_by_checks": 51, "passed_rejected": 51}
+    text = report(DocumentOutcome(source="/docs/a.md", doc_id="a", status="indexed",
+                                  grader={"gemma-3-270m": counts}))
+    assert ("Grader `gemma-3-270m`: grader passed 51 of 51 propositions that the checks "
+            "rejected: its grades are not informative.") in text.split("\n")
+
+
+def test_report_counts_grades_out_of_range() -> None:
+    counts = {"graded": 4, "out_of_range": 2, "rejected_by_checks": 0, "passed_rejected": 0}
+    text = report(DocumentOutcome(source="/docs/a.md", doc_id="a", status="indexed",
+                                  grader={"m": counts}))
+    assert ("Grader `m`: the checks rejected none of the 4 propositions graded; 2 propositions "
+            "had a grade out of 1..10.") in text.split("\n")

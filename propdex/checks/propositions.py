@@ -34,10 +34,12 @@ UNGROUNDED = "ungrounded"
 REASONS = (EMPTY, TOO_SHORT, DUPLICATE, UNGROUNDED)
 
 
-def proposition_problems(propositions: list[str], sources: Iterable[str]) -> list[str | None]:
+def proposition_problems(
+    propositions: list[str], chunk_text: str, context: Iterable[str] = ()
+) -> list[str | None]:
     """Per proposition (same order), why the checks reject it, or None when it passes.
-    ``sources`` are the texts it may draw on: the chunk, its header, the document title."""
-    supported = supported_stems(sources)
+    It may draw on ``chunk_text`` and its ``context``: the chunk's header, the title."""
+    supported = supported_stems(chunk_text, context)
     seen: set[frozenset[str]] = set()
     problems: list[str | None] = []
     for text in propositions:

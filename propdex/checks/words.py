@@ -38,25 +38,35 @@ def stem(word: str) -> str:
     return _stemmer().stemWord(low)
 
 
-def is_content_word(word: str) -> bool:
+@lru_cache(maxsize=65536)
+def content_stem(word: str) -> str | None:
+    """The stem of a word that carries meaning (numbers included), None for a stop word."""
     low = word.lower()
-    return low[0].isdigit() or (len(low) >= 3 and low not in STOPWORDS)
+    if low[0].isdigit() or (len(low) >= 3 and low not in STOPWORDS):
+        return stem(low)
+    return None
 
 
 def content_stems(text: str) -> list[str]:
     """Stems of the words that carry meaning, in order: no stop words, numbers kept."""
-    return [stem(w) for w in words(text) if is_content_word(w)]
+    return [s for s in map(content_stem, words(text)) if s is not None]
+
+
+@lru_cache(maxsize=256)  # the header and title repeat for every chunk of a document
+def context_stems(text: str) -> frozenset[str]:
+    return frozenset(content_stems(text))
 
 
 ALWAYS_GROUNDED = frozenset(stem(w) for w in ALWAYS_GROUNDED_WORDS)
 
 
-def supported_stems(texts: Iterable[str]) -> set[str]:
-    """The content stems of ``texts`` (a chunk, its header, the title), plus the words
-    decontextualisation may add."""
+def supported_stems(text: str, context: Iterable[str] = ()) -> set[str]:
+    """The content stems of ``text`` (a chunk) and of its ``context`` (its header, the
+    title: short texts shared by many chunks), plus the words decontextualisation may add."""
     supported = set(ALWAYS_GROUNDED)
-    for text in texts:
-        supported.update(content_stems(text))
+    supported.update(content_stems(text))
+    for short in context:
+        supported.update(context_stems(short))
     return supported
 
 

@@ -55,7 +55,8 @@ class TitleAnswer(BaseModel):
     the text the title was asked for, and ``instructions``, the prompt's own words."""
 
     model_config = ConfigDict(extra="forbid")
-    title: Annotated[str, Field(min_length=1, max_length=300)]
+    # No min_length: an empty title is the checks' to reject ("no letters"), with the reason.
+    title: Annotated[str, Field(max_length=300)]
 
     @field_validator("title", mode="before")
     @classmethod
@@ -73,7 +74,7 @@ class SummaryAnswer(BaseModel):
     ``title`` and ``instructions``, as for ``TitleAnswer``."""
 
     model_config = ConfigDict(extra="forbid")
-    summary: Annotated[str, Field(min_length=1, max_length=1200)]
+    summary: Annotated[str, Field(max_length=1200)]
 
     @field_validator("summary", mode="before")
     @classmethod

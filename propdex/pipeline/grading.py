@@ -76,7 +76,7 @@ def judged_propositions(
 ) -> ChunkPropositions:
     """The chunk's propositions with their verdicts; ``scores`` None keeps them ungraded."""
     thresholds = settings.thresholds()
-    problems = proposition_problems(texts, (chunk.text, chunk.header, title))
+    problems = proposition_problems(texts, chunk.text, (chunk.header, title))
     graded = scores if scores is not None else [None] * len(texts)
     watch = GraderWatch(settings.model_for("grading"))
     propositions = []

@@ -164,7 +164,7 @@ def conciseness(proposition: str, title: str = "") -> int:
 def chunk_stems(chunk_text: str, title: str, section: str | None) -> set[str]:
     joined = "\n".join(text_blocks(chunk_text))
     context = unicodedata.normalize("NFKC", f"{title}\n{section or ''}")
-    return supported_stems((joined, context))
+    return supported_stems(joined, (context,))
 
 
 def grade_propositions(

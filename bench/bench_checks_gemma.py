@@ -8,7 +8,8 @@ propositions kept and rejected by reason (before the checks there is one reason,
 "below threshold", for every proposition not passed).
 
 Run from the repository root:
-    python bench/bench_checks_gemma.py --baseline /work/main [--max-propositions 5] FILE ...
+    python bench/bench_checks_gemma.py --baseline /work/main [--max-propositions 5]
+        [--chunk-size N] FILE ...
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError(f"llama-cpp-python's server did not start (see {folder / 'server.log'})")
 
 
-def ingest(checkout: Path, files: list[str], url: str, folder: Path, max_propositions: int) -> float:
+def ingest(checkout: Path, files: list[str], url: str, folder: Path, max_propositions: int,
+           chunk_size: int | None) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROPDEX_")}
     env.update({
         "PYTHONPATH": str(checkout), "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": url,
@@ -61,6 +63,8 @@ def ingest(checkout: Path, files: list[str], url: str, folder: Path, max_proposi
         "PROPDEX_CACHE_DIR": str(folder / "cache"), "PREFECT_HOME": str(folder / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
     })
+    if chunk_size is not None:
+        env["PROPDEX_CHUNK_SIZE"] = str(chunk_size)
     started = time.perf_counter()
     with open(folder / "ingest.log", "ab") as log:
         subprocess.run([sys.executable, "-m", "propdex.cli", "ingest", *files], env=env,
@@ -94,6 +98,7 @@ def main() -> None:
     parser.add_argument("files", nargs="+")
     parser.add_argument("--baseline", type=Path, required=True, help="the checkout before the checks")
     parser.add_argument("--max-propositions", type=int, default=5)
+    parser.add_argument("--chunk-size", type=int, help="fewer, larger chunks: fewer slow calls")
     args = parser.parse_args()
     files = [str(Path(f).resolve()) for f in args.files]
     work = Path(tempfile.mkdtemp(prefix="propdex-checks-gemma-"))
@@ -103,7 +108,7 @@ def main() -> None:
         for name, checkout in (("before", args.baseline), ("after", REPO)):
             folder = work / name
             folder.mkdir()
-            seconds = ingest(checkout, files, url, folder, args.max_propositions)
+            seconds = ingest(checkout, files, url, folder, args.max_propositions, args.chunk_size)
             results[name] = {"seconds": round(seconds, 1), **tally(folder / "db")}
             print(json.dumps({name: results[name]}, indent=1, ensure_ascii=False), flush=True)
     finally:

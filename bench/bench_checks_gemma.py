@@ -67,8 +67,9 @@ def ingest(checkout: Path, files: list[str], url: str, folder: Path, max_proposi
         env["PROPDEX_CHUNK_SIZE"] = str(chunk_size)
     started = time.perf_counter()
     with open(folder / "ingest.log", "ab") as log:
+        # cwd too: ``python -m`` puts the working directory first on sys.path.
         subprocess.run([sys.executable, "-m", "propdex.cli", "ingest", *files], env=env,
-                       stdout=log, stderr=subprocess.STDOUT, check=False)
+                       cwd=checkout, stdout=log, stderr=subprocess.STDOUT, check=False)
     return time.perf_counter() - started
 
 
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, help="fewer, larger chunks: fewer slow calls")
     args = parser.parse_args()
     files = [str(Path(f).resolve()) for f in args.files]
+    args.baseline = args.baseline.resolve()
     work = Path(tempfile.mkdtemp(prefix="propdex-checks-gemma-"))
     server, url = start_server(work)
     results = {}

@@ -40,7 +40,7 @@ def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
     log = open(folder / "server.log", "ab")  # noqa: SIM115 - open for the server's lifetime
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(600):

@@ -157,7 +157,8 @@ def test_a_cut_off_summary_degrades_to_the_offline_one_in_an_ingest(llama_server
     propositions = lancedb.connect(str(db)).open_table("propositions").to_arrow().to_pylist()
 
     assert ("indexed", 1) == (document["status"], document["chunk_count"])
+    # The title may fall back too: Gemma often titles a text "...", which the checks reject.
     assert "summary: offline fallback (summary: invalid answer after one repair: answer cut off at its " \
-           "output cap (max_tokens=4, finish_reason=length))" == document["context_fallback"]
+           "output cap (max_tokens=4, finish_reason=length))" in document["context_fallback"].split("; ")
     assert document["ungraded_count"] == sum(p["accuracy"] is None for p in propositions)
     assert len(propositions) == document["proposition_count"] <= 3

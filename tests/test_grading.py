@@ -3,6 +3,9 @@ grades, and the grader watched against the checks."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from propdex.models import Chunk, Scores, Usage
 from propdex.pipeline.grading import judged_propositions
 from propdex.settings import Settings
@@ -34,6 +37,12 @@ def test_a_grounded_proposition_graded_below_a_threshold_says_so():
 def test_a_grade_out_of_1_to_10_rejects_its_proposition():
     outcome = judged([GROUNDED], [Scores(11, 9, 9, 9)])
     assert [(False, "grade out of range")] == [(p.passed, p.reject_reason) for p in outcome.propositions]
+
+
+@given(st.integers(-5, 20))
+def test_a_grade_is_out_of_range_exactly_outside_1_to_10(score):
+    reason = judged([GROUNDED], [Scores(score, 9, 9, 9)]).propositions[0].reject_reason
+    assert (not 1 <= score <= 10) == (reason == "grade out of range")
 
 
 def test_a_grade_too_large_to_store_is_kept_at_the_nearest_storable_value():

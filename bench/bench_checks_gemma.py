@@ -7,6 +7,8 @@ extra). The table gives, per side: documents, titles and summaries that fell bac
 propositions kept and rejected by reason (before the checks there is one reason,
 "below threshold", for every proposition not passed).
 
+``--rejudge DB`` only applies the checks to the answers a run without them stored in DB.
+
 Run from the repository root:
     python bench/bench_checks_gemma.py --baseline /work/main [--max-propositions 5]
         [--chunk-size N] FILE ...
@@ -94,13 +96,51 @@ def tally(db: Path) -> dict:
     }
 
 
+def rejudge(db: Path) -> dict:
+    """The checks applied to the answers stored in ``db`` by a run without them: what they
+    reject among the same answers (a run with the checks would also re-ask a rejected title,
+    so its propositions are asked under another title)."""
+    import lancedb
+
+    from propdex.checks.context import summary_problem, title_problem
+    from propdex.checks.propositions import proposition_problems
+
+    connection = lancedb.connect(str(db))
+    documents = {d["doc_id"]: d for d in connection.open_table("documents").to_arrow().to_pylist()}
+    chunks = {c["chunk_id"]: c for c in connection.open_table("chunks").to_arrow().to_pylist()
+              if documents[c["doc_id"]]["run_id"] == c["run_id"]}
+    by_chunk: dict[str, list[dict]] = {}
+    for p in connection.open_table("propositions").to_arrow().to_pylist():
+        if p["chunk_id"] in chunks and documents[p["doc_id"]]["run_id"] == p["run_id"]:
+            by_chunk.setdefault(p["chunk_id"], []).append(p)
+    reasons: Counter[str] = Counter()
+    for chunk_id, rows in by_chunk.items():
+        rows.sort(key=lambda p: p["ordinal"])
+        chunk, title = chunks[chunk_id], documents[chunks[chunk_id]["doc_id"]]["title"]
+        problems = proposition_problems([p["text"] for p in rows], chunk["text"],
+                                        (chunk["header"], title))
+        for p, problem in zip(rows, problems, strict=True):
+            reasons[problem or ("kept" if p["passed"] else "below threshold")] += 1
+    return {
+        "titles rejected": [title_problem(d["title"], document=d["text"][:8000])
+                            for d in documents.values()],
+        "summaries rejected": [summary_problem(d["summary"], document=d["text"][:8000],
+                                               title=d["title"]) for d in documents.values()],
+        "propositions": sum(reasons.values()), **dict(reasons),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+")
-    parser.add_argument("--baseline", type=Path, required=True, help="the checkout before the checks")
+    parser.add_argument("files", nargs="*")
+    parser.add_argument("--baseline", type=Path, help="the checkout before the checks")
+    parser.add_argument("--rejudge", type=Path, help="only apply the checks to this database's answers")
     parser.add_argument("--max-propositions", type=int, default=5)
     parser.add_argument("--chunk-size", type=int, help="fewer, larger chunks: fewer slow calls")
     args = parser.parse_args()
+    if args.rejudge:
+        print(json.dumps(rejudge(args.rejudge), indent=1, ensure_ascii=False))
+        return
     files = [str(Path(f).resolve()) for f in args.files]
     args.baseline = args.baseline.resolve()
     work = Path(tempfile.mkdtemp(prefix="propdex-checks-gemma-"))

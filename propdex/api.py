@@ -45,7 +45,8 @@ CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "se
                 "page_start", "page_end", "char_start", "char_end", "source", "prop_error",
                 "boxes"]
 PROPOSITION_FIELDS = ["prop_id", "ordinal", "text", "accuracy", "clarity", "completeness",
-                      "conciseness", "passed", "page_start", "page_end", "boxes"]
+                      "conciseness", "passed", "reject_reason", "page_start", "page_end",
+                      "boxes"]
 
 
 class IndexReader:

@@ -81,6 +81,15 @@ class LLMAnswerCutOffError(LLMOutputError):
     reported apart from other invalid answers, since a larger cap (or none) may be the fix."""
 
 
+class LLMCheckError(LLMOutputError):
+    """The answer was well-formed but the deterministic checks rejected it, also after the
+    repair (a placeholder title, an off-topic summary); ``reason`` is the check's reason."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 class EmbedModelError(PropdexError):
     """The local embedding model could not be prepared (the one-time ONNX conversion failed)."""
 

@@ -115,6 +115,9 @@ class DocumentContext:
     # Set when the LLM's title or summary failed and the offline backend's stands in, e.g.
     # "summary: offline fallback (summary: invalid answer after one repair: ...)".
     fallback: str | None = None
+    # Answers the deterministic checks rejected, also after the repair: "step: reason" -> count
+    # ("title: placeholder": 1); each of them fell back (see ``fallback``).
+    checks_rejected: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -174,6 +177,26 @@ class Proposition:
     passed: bool
     # The document-text span of the table row it states, when it states one row's cells.
     row_span: tuple[int, int] | None = None
+    # Why it did not pass: a check's reason ("ungrounded", "empty", "too short", "duplicate"),
+    # else "grade out of range", "below threshold" or "ungraded"; None when it passed.
+    reject_reason: str | None = None
+
+
+@dataclass
+class GraderWatch:
+    """How a grading model's grades compared with the checks, counted over propositions."""
+
+    model: str
+    graded: int = 0
+    out_of_range: int = 0  # propositions with a grade outside 1..10
+    rejected_by_checks: int = 0  # graded propositions that the checks rejected
+    passed_rejected: int = 0  # ...which the grader's grades would have passed
+
+    def __add__(self, other: GraderWatch) -> GraderWatch:
+        return GraderWatch(self.model, self.graded + other.graded,
+                           self.out_of_range + other.out_of_range,
+                           self.rejected_by_checks + other.rejected_by_checks,
+                           self.passed_rejected + other.passed_rejected)
 
 
 @dataclass
@@ -184,6 +207,7 @@ class ChunkPropositions:
     propositions: list[Proposition]
     error: str | None = None  # set when extraction or grading failed (after one repair)
     usage: Usage = field(default_factory=Usage)
+    grader: GraderWatch | None = None  # how the grader's grades compare with the checks
 
     @property
     def ungraded(self) -> int:

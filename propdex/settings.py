@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from propdex.checks import CHECKS_VERSION
+
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
 # 2: PDF page furniture left out of the text, two-column pages in column order, legacy
 # text encodings read instead of refused. 3: a Markdown table and its caption kept whole in a
@@ -343,6 +345,7 @@ class Settings(BaseSettings):
         """Hash of every setting that changes stored outputs (issue: incremental re-ingest)."""
         relevant = {
             "pipeline": PIPELINE_VERSION,
+            "checks": CHECKS_VERSION,
             "chunker": [self.chunker, self.chunk_size, self.chunk_overlap],
             "llm": self.llm_backend,
             "models": [self.model_for(s) for s in ("context", "propositions", "grading")],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from prefect import task
@@ -14,7 +15,13 @@ from propdex.models import ChunkPropositions, DocumentChunks, Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.pipeline.plan import Plan, WorkItem, plan_sources
 from propdex.pipeline.report import render_markdown
-from propdex.pipeline.rows import chunk_rows, document_row, failure_row, proposition_rows
+from propdex.pipeline.rows import (
+    chunk_rows,
+    document_row,
+    failure_row,
+    grader_watch,
+    proposition_rows,
+)
 from propdex.pipeline.timing import pop_stage_seconds
 from propdex.runtime import backend_for
 from propdex.security import check_db_allowed, roots_of_sources
@@ -106,6 +113,7 @@ def commit_document(
         layout_fallback_pages=list(doc.layout_fallback_pages),
         embed_truncated=embeddings.truncated,
         stage_seconds=pop_stage_seconds(doc.doc_id),
+        checks_rejected=json.loads(row["checks_rejected"]), grader=grader_watch(outcomes),
     )
 
 

@@ -85,9 +85,15 @@ def test_grades_must_cover_every_index_exactly_once(indices, message):
 
 
 @pytest.mark.parametrize("score", [0, 11])
-def test_scores_are_between_1_and_10(score):
-    with pytest.raises(ValidationError):
-        GradesAnswer.model_validate({"grades": [grade(0, score)]}, context={"count": 1})
+def test_a_score_out_of_1_to_10_is_kept_for_the_pipeline_to_count(score):
+    answer = GradesAnswer.model_validate({"grades": [grade(0, score)]}, context={"count": 1})
+    assert score == answer.grades[0].accuracy
+
+
+def test_the_bounded_schema_asks_for_scores_from_1_to_10():
+    schema = strict_json_schema(GradesAnswer, {"count": 2}, bounds=True)
+    accuracy = schema["properties"]["grades"]["items"]["properties"]["accuracy"]
+    assert (1, 10) == (accuracy["minimum"], accuracy["maximum"])
 
 
 def test_a_title_is_one_line_without_quotes():

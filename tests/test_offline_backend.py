@@ -57,7 +57,7 @@ def test_prompt_versions_name_every_rule_set(backend):
         "title": "offline-title-v2",
         "summary": "offline-summary-v2",
         "propositions": "offline-propositions-v3",
-        "grading": "offline-grading-v2",
+        "grading": "offline-grading-v3",
     }
     assert expected == backend.prompt_versions()
 

@@ -356,10 +356,11 @@ def test_grades_that_miss_or_repeat_an_index_are_repaired(
 
 
 @pytest.mark.parametrize("score", [0, 11])
-def test_scores_outside_1_to_10_are_repaired(make_backend, scripted_server, score):
+def test_scores_outside_1_to_10_come_back_as_given(make_backend, scripted_server, score):
+    # Not repaired: the pipeline counts them against the grader and rejects the propositions.
     scripted_server.script(reply(grades_json([0, 1, 2], score)))
     result = make_backend().grade(CHUNK, SENTENCES, title=TITLE, section=None)
-    assert ([EIGHTS] * 3, 2) == (result.value, scripted_server.calls())
+    assert ([Scores(score, score, score, score)] * 3, 1) == (result.value, scripted_server.calls())
 
 
 def test_grades_still_invalid_are_an_error_never_default_scores(make_backend, scripted_server):

@@ -42,3 +42,32 @@ def test_report_names_the_pages_the_layout_engine_failed_on() -> None:
     )
     section = text.split("**Pages the layout engine failed on (read in fast mode):**")[1]
     assert "- /docs/a.pdf: page(s) 2, 7" == section.split("\n\n")[1].strip()
+
+
+def test_report_counts_the_answers_the_checks_rejected_per_step_and_reason() -> None:
+    text = report(
+        DocumentOutcome(source="/docs/a.md", doc_id="a", status="indexed",
+                        checks_rejected={"propositions: ungrounded": 2, "title: placeholder": 1}),
+        DocumentOutcome(source="/docs/b.md", doc_id="b", status="indexed",
+                        checks_rejected={"propositions: ungrounded": 3}),
+    )
+    rows = [line for line in text.split("\n") if line.startswith(("| propositions |", "| title |"))]
+    assert ["| propositions | ungrounded | 5 |", "| title | placeholder | 1 |"] == rows
+
+
+def grader_line(model: str, graded: int, out_of_range: int, rejected: int, passed: int) -> str:
+    counts = {"graded": graded, "out_of_range": out_of_range, "rejected_by_checks": rejected,
+              "passed_rejected": passed}
+    text = report(DocumentOutcome(source="/docs/a.md", doc_id="a", status="indexed",
+                                  grader={model: counts}))
+    return next(line for line in text.split("\n") if line.startswith("Grader "))
+
+
+def test_report_says_a_grader_that_passed_every_rejected_proposition_is_not_informative() -> None:
+    assert ("Grader `gemma-3-270m`: grader passed 51 of 51 propositions that the checks "
+            "rejected: its grades are not informative.") == grader_line("gemma-3-270m", 60, 0, 51, 51)
+
+
+def test_report_counts_grades_out_of_range() -> None:
+    assert ("Grader `m`: the checks rejected none of the 4 propositions graded; 2 propositions "
+            "had a grade out of 1..10.") == grader_line("m", 4, 2, 0, 0)

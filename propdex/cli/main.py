@@ -255,7 +255,13 @@ STATUS_FIELDS = ("source", "status", "error", "chunk_count", "proposition_count"
                  "last_run_id", "doc_id", "page_count", "llm_model", "embed_model",
                  "prompt_tokens", "completion_tokens", "llm_calls", "context_fallback",
                  "ungraded_count", "embed_truncated", "encoding", "furniture_removed",
-                 "pdf_reader", "layout_fallback_pages")
+                 "pdf_reader", "layout_fallback_pages",
+                 "checks_rejected")
+
+
+def describe_rejections(counts: dict[str, int]) -> str:
+    """"propositions: ungrounded 3, title: placeholder 1" from {"step: reason": count}."""
+    return ", ".join(f"{key} {count}" for key, count in sorted(counts.items()))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -272,6 +278,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             error += f"  [fallback: {row['context_fallback']}]"
         if row["ungraded_count"]:
             error += f"  [{row['ungraded_count']} ungraded]"
+        rejected = json.loads(row["checks_rejected"] or "{}")
+        if rejected:
+            error += f"  [rejected by the checks: {describe_rejections(rejected)}]"
         attempted = str(row["last_attempt_at"] or row["ingested_at"] or "")[:19]
         print(f"{row['status']:8} {row['chunk_count'] or 0:5} chunks {row['proposition_count'] or 0:6} "
               f"propositions  sha256 {(row['content_sha256'] or '')[:12]}  last run "

@@ -32,9 +32,16 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.wait import wait_random_exponential
 
 from propdex.deadlines import current_deadline
-from propdex.errors import LLMAnswerCutOffError, LLMConfigurationError, LLMError, LLMOutputError
+from propdex.errors import (
+    LLMAnswerCutOffError,
+    LLMCheckError,
+    LLMConfigurationError,
+    LLMError,
+    LLMOutputError,
+)
 from propdex.llm.limits import RequestLimiter, limiter_for
 from propdex.llm.output_caps import derived_json_cap, output_cap
+from propdex.llm.schemas import CHECK_FAILED
 from propdex.llm.structured import (
     DESCRIBED_MODES,
     JSON_SCHEMA_BOUNDED,
@@ -76,11 +83,13 @@ class UnreadableResponse(Exception):
 class InvalidAnswer(Exception):
     """An answer that cannot be used; ``reason`` is short enough for a status column."""
 
-    def __init__(self, reason: str, content: str, *, cut_off: bool = False):
+    def __init__(self, reason: str, content: str, *, cut_off: bool = False,
+                 check: str | None = None):
         super().__init__(reason)
         self.reason = reason
         self.content = content
         self.cut_off = cut_off  # stopped at the output cap
+        self.check = check  # well-formed, but rejected by the deterministic checks: why
 
 
 # --------------------------------------------------------------------------- secrets, URLs
@@ -399,20 +408,25 @@ class LLMClient:
         step: str,
         context: dict[str, Any] | None = None,
         answer_format: str | None = None,
+        check_context: dict[str, Any] | None = None,
     ) -> tuple[M, Usage]:
         """Ask for JSON matching ``schema_model``; one repair round on an invalid answer.
 
         ``answer_format`` describes the answer for forms where the server is not given the
         schema; None means ``messages`` describe it already when JSON schema is off, and a
         description is made from the schema when the negotiation falls back to such a form.
+        ``check_context`` is added to the validation context only (what the answer's checks
+        compare it with, e.g. the document text): ``context`` also shapes the schema and the
+        output cap, which are cached by it.
         """
         usage = Usage()
+        validation = {**(context or {}), **(check_context or {})} if check_context else context
         cap = output_cap(step, self.settings, derived_json_cap(schema_model, context))
         try:
             sent = self._complete(model, messages, schema_model, step, context, answer_format, cap)
             usage += usage_of(sent.completion)
             try:
-                return self._answer(sent, schema_model, context), usage
+                return self._answer(sent, schema_model, validation), usage
             except InvalidAnswer as first:
                 log.info("%s: invalid answer (%s); asking once for a repair", step, first.reason)
                 echo = first.content[:REPAIR_ECHO_CHARS] or "(empty answer)"
@@ -424,10 +438,13 @@ class LLMClient:
             sent = self._complete(model, repair, schema_model, step, context, answer_format, cap)
             usage += usage_of(sent.completion)
             try:
-                return self._answer(sent, schema_model, context), usage
+                return self._answer(sent, schema_model, validation), usage
             except InvalidAnswer as second:
+                message = f"{step}: invalid answer after one repair: {second.reason}"
+                if second.check is not None:
+                    raise LLMCheckError(message, second.check) from None
                 kind = LLMAnswerCutOffError if second.cut_off else LLMOutputError
-                raise kind(f"{step}: invalid answer after one repair: {second.reason}") from None
+                raise kind(message) from None
         except LLMError as error:
             error.usage = usage  # type: ignore[attr-defined]
             raise
@@ -538,7 +555,9 @@ class LLMClient:
         try:
             return schema_model.model_validate(data, context=context)
         except ValidationError as error:
-            raise InvalidAnswer(validation_reason(error), content) from None
+            checks = [e["ctx"]["reason"] for e in error.errors() if e["type"] == CHECK_FAILED]
+            raise InvalidAnswer(validation_reason(error), content,
+                                check=checks[0] if checks else None) from None
 
 
 def error_usage(error: BaseException) -> Usage:

@@ -28,8 +28,9 @@ propositions (offline-propositions-v3)
     becomes statements naming the table (caption's "Table N" and subject), the row (first
     cell) and the columns (header cells): "In Table 2 (...), for Transformer (big), BLEU
     EN-DE is 28.4, ...".
-grading (offline-grading-v2)
-    accuracy = share of content words found in the chunk (10 when all are); clarity,
+grading (offline-grading-v3)
+    accuracy = share of content words found in the chunk, measured as the checks do
+    (``propdex.checks.words``; 10 when all are); clarity,
     completeness and conciseness start at 10 and lose points for unresolved pronouns and
     broken characters, missing verbs/closing punctuation/unmatched brackets/short length,
     and length over 35 words (-1 to -3)/semicolons/joined clauses/repeated words.
@@ -49,7 +50,7 @@ PROMPT_VERSIONS = {
     "title": "offline-title-v2",
     "summary": "offline-summary-v2",
     "propositions": "offline-propositions-v3",
-    "grading": "offline-grading-v2",
+    "grading": "offline-grading-v3",
 }
 
 

@@ -53,25 +53,36 @@ class OpenAIBackend(LLMBackend):
         # only cost tokens on every call.
         return self.prompts[step].messages(describe_format=False, **values)
 
+    def _instructions(self, step: str) -> str:
+        """The prompt's own words, which an answer must not merely repeat (see
+        propdex.checks.context)."""
+        prompt = self.prompts[step]
+        return "\n".join((prompt.system, prompt.format, prompt.user, WHOLE_TEXT, TRUNCATED_TEXT))
+
     def _ask(self, step: str, model_step: LLMStep, messages: list[dict[str, str]],
-             schema_model: type[M], context: dict[str, object] | None = None) -> tuple[M, Usage]:
+             schema_model: type[M], context: dict[str, object] | None = None,
+             check_context: dict[str, object] | None = None) -> tuple[M, Usage]:
         return self.client.chat_json(
             self.settings.model_for(model_step), messages, schema_model, step=step,
-            context=context, answer_format=self.prompts[step].format,
+            context=context, answer_format=self.prompts[step].format, check_context=check_context,
         )
 
     def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
         messages = self._messages(
             "title", extent=extent_note(truncated), hint=hint or NO_VALUE, document=text
         )
-        answer, usage = self._ask("title", "context", messages, TitleAnswer)
+        answer, usage = self._ask("title", "context", messages, TitleAnswer, check_context={
+            "document": text, "instructions": self._instructions("title"),
+        })
         return LLMResult(answer.title, usage)
 
     def summary(self, text: str, *, title: str, truncated: bool) -> LLMResult[str]:
         messages = self._messages(
             "summary", title=title or NO_VALUE, extent=extent_note(truncated), document=text
         )
-        answer, usage = self._ask("summary", "context", messages, SummaryAnswer)
+        answer, usage = self._ask("summary", "context", messages, SummaryAnswer, check_context={
+            "document": text, "title": title, "instructions": self._instructions("summary"),
+        })
         return LLMResult(answer.summary, usage)
 
     def propositions(

@@ -8,11 +8,20 @@ propositions) come in through pydantic's validation context, so one model serves
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-Score = Annotated[int, Field(ge=1, le=10)]
+from propdex.checks.context import REPAIR_HINTS, summary_problem, title_problem
+
+# A grade's range (1..10) is asked of the server in the schema's bounds but not enforced
+# here: a grade out of range is the grader's mistake, counted and rejected by
+# propdex.pipeline.grading, not a malformed answer to repair.
+Score = int
+SCORE_RANGE = (1, 10)
+CHECK_FAILED = "check_failed"  # the pydantic error type of an answer the checks rejected
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -21,24 +30,61 @@ def _one_line(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
+def check_failed(reason: str) -> PydanticCustomError:
+    """The validation error of an answer the checks rejected (``reason`` in its context)."""
+    return PydanticCustomError(
+        CHECK_FAILED, "rejected by the checks: {reason} ({hint})",
+        {"reason": reason, "hint": REPAIR_HINTS[reason]},
+    )
+
+
+def checked(value: str, info: ValidationInfo, problem_of: Callable[..., str | None],
+            keys: tuple[str, ...]) -> str:
+    """``value`` when ``problem_of`` (a check of propdex.checks.context, given the context's
+    ``keys``) finds nothing; unchecked without a ``document`` in the context."""
+    context = info.context or {}
+    if "document" in context:
+        problem = problem_of(value, **{key: context[key] for key in keys if key in context})
+        if problem:
+            raise check_failed(problem)
+    return value
+
+
 class TitleAnswer(BaseModel):
+    """Context keys (both optional; without ``document`` nothing is checked): ``document``,
+    the text the title was asked for, and ``instructions``, the prompt's own words."""
+
     model_config = ConfigDict(extra="forbid")
-    title: Annotated[str, Field(min_length=1, max_length=300)]
+    # No min_length: an empty title is the checks' to reject ("no letters"), with the reason.
+    title: Annotated[str, Field(max_length=300)]
 
     @field_validator("title", mode="before")
     @classmethod
     def _clean(cls, value: Any) -> Any:
         return _one_line(value).strip("\"'") if isinstance(value, str) else value
 
+    @field_validator("title")
+    @classmethod
+    def _checked(cls, value: str, info: ValidationInfo) -> str:
+        return checked(value, info, title_problem, ("document", "instructions"))
+
 
 class SummaryAnswer(BaseModel):
+    """Context keys (all optional; without ``document`` nothing is checked): ``document``,
+    ``title`` and ``instructions``, as for ``TitleAnswer``."""
+
     model_config = ConfigDict(extra="forbid")
-    summary: Annotated[str, Field(min_length=1, max_length=1200)]
+    summary: Annotated[str, Field(max_length=1200)]
 
     @field_validator("summary", mode="before")
     @classmethod
     def _clean(cls, value: Any) -> Any:
         return _one_line(value) if isinstance(value, str) else value
+
+    @field_validator("summary")
+    @classmethod
+    def _checked(cls, value: str, info: ValidationInfo) -> str:
+        return checked(value, info, summary_problem, ("document", "title", "instructions"))
 
 
 class PropositionsAnswer(BaseModel):
@@ -122,8 +168,11 @@ class GradesAnswer(BaseModel):
         if count is None:
             return {}
         index = {"minimum": 0, "maximum": max(0, count - 1)}
+        low, high = SCORE_RANGE
+        scores = {name: {"minimum": low, "maximum": high}
+                  for name in ("accuracy", "clarity", "completeness", "conciseness")}
         return {"grades": {"minItems": count, "maxItems": count,
-                           "items": {"properties": {"index": index}}}}
+                           "items": {"properties": {"index": index, **scores}}}}
 
 
 # JSON-schema keywords that bound values rather than shape them.

@@ -3,7 +3,9 @@
 
 A title or summary only feeds the contextual headers, so losing one must not lose the
 document: when the LLM's answer stays invalid (cut off at its output cap, say) or its call
-fails after the retries, the offline backend's title or summary stands in. The fallback is
+fails after the retries, the offline backend's title or summary stands in. So does an answer
+the deterministic checks reject twice (a placeholder title, an off-topic summary: see
+``propdex.checks.context``; the client asks once for a repair). The fallback is
 named in ``DocumentContext.fallback`` (the documents row and the run report show it), is
 never cached, and the planner retries the document on the next run. A configuration error
 (bad key, unknown model) still stops the run.
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from propdex.cache import ResultCache, cache_key
-from propdex.errors import LLMConfigurationError, LLMError
+from propdex.checks import CHECKS_VERSION
+from propdex.errors import LLMCheckError, LLMConfigurationError, LLMError
 from propdex.llm.base import LLMBackend, LLMResult, bounded_prefix
 from propdex.llm.offline import OfflineBackend
 from propdex.models import DocumentContext, ExtractedDocument, Usage
@@ -24,14 +28,22 @@ from propdex.settings import Settings
 log = logging.getLogger("propdex.pipeline")
 
 
+@dataclass
+class Answer:
+    text: str
+    usage: Usage
+    failed: str | None = None  # why the offline backend's answer stands in
+    check: str | None = None  # the checks' reason, when they rejected the LLM's answer
+
+
 def _ask_or_fall_back(
     step: str, key: str, cache: ResultCache, ask: Callable[[], LLMResult[str]],
     fall_back: Callable[[], LLMResult[str]], source: str,
-) -> tuple[str, Usage, str | None]:
-    """The cached or asked answer, its usage, and the reason a fallback stands in (if one does)."""
+) -> Answer:
+    """The cached or asked answer, or the offline backend's when asking failed."""
     cached = cache.get_llm(key)
     if cached is not None:
-        return cached, Usage(cached_calls=1), None
+        return Answer(cached, Usage(cached_calls=1))
     try:
         result = ask()
     except LLMConfigurationError:
@@ -42,9 +54,10 @@ def _ask_or_fall_back(
         from propdex.llm.client import error_usage
 
         log.warning("%s: %s failed, using the offline backend's (%s)", source, step, error)
-        return fall_back().value, error_usage(error), str(error)
+        check = error.reason if isinstance(error, LLMCheckError) else None
+        return Answer(fall_back().value, error_usage(error), str(error), check)
     cache.put_llm(key, step, result.value)
-    return result.value, result.usage, None
+    return Answer(result.value, result.usage)
 
 
 def document_context(
@@ -52,40 +65,39 @@ def document_context(
 ) -> DocumentContext:
     versions = backend.prompt_versions()
     offline = OfflineBackend(settings)  # rules only: cheap to build, nothing to close
-    fallbacks: list[str] = []
 
+    # The checks' version is in the keys: an answer cached before a check changed is asked again.
     title_text, title_cut = bounded_prefix(doc.text, settings.title_prefix_tokens)
     key = cache_key(
         step="title", model=settings.model_for("context"), prompt=versions["title"],
-        hint=doc.title_hint, truncated=title_cut, text=title_text,
+        checks=CHECKS_VERSION, hint=doc.title_hint, truncated=title_cut, text=title_text,
     )
-    title, usage, failed = _ask_or_fall_back(
+    title = _ask_or_fall_back(
         "title", key, cache,
         lambda: backend.title(title_text, truncated=title_cut, hint=doc.title_hint),
         lambda: offline.title(title_text, truncated=title_cut, hint=doc.title_hint), doc.source,
     )
-    if failed:
-        fallbacks.append(f"title: offline fallback ({failed})")
 
     summary_text, summary_cut = bounded_prefix(doc.text, settings.summary_prefix_tokens)
     key = cache_key(
         step="summary", model=settings.model_for("context"), prompt=versions["summary"],
-        title=title, truncated=summary_cut, text=summary_text,
+        checks=CHECKS_VERSION, title=title.text, truncated=summary_cut, text=summary_text,
     )
-    summary, spent, failed = _ask_or_fall_back(
+    summary = _ask_or_fall_back(
         "summary", key, cache,
-        lambda: backend.summary(summary_text, title=title, truncated=summary_cut),
-        lambda: offline.summary(summary_text, title=title, truncated=summary_cut), doc.source,
+        lambda: backend.summary(summary_text, title=title.text, truncated=summary_cut),
+        lambda: offline.summary(summary_text, title=title.text, truncated=summary_cut), doc.source,
     )
-    if failed:
-        fallbacks.append(f"summary: offline fallback ({failed})")
 
+    answers = {"title": title, "summary": summary}
+    fallbacks = [f"{step}: offline fallback ({a.failed})" for step, a in answers.items() if a.failed]
     return DocumentContext(
-        title=title,
-        summary=summary,
+        title=title.text,
+        summary=summary.text,
         title_truncated=title_cut,
         summary_truncated=summary_cut,
         model=settings.model_for("context"),
-        usage=usage + spent,
+        usage=title.usage + summary.usage,
         fallback="; ".join(fallbacks) or None,
+        checks_rejected={f"{step}: {a.check}": 1 for step, a in answers.items() if a.check},
     )

@@ -31,6 +31,10 @@ class DocumentOutcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     context_fallback: str | None = None  # title/summary from the offline backend, and why
     structured_output: list[str] = field(default_factory=list)  # negotiated form per model
+    # Answers the deterministic checks rejected: "step: reason" -> count.
+    checks_rejected: dict[str, int] = field(default_factory=dict)
+    # Per grading model: graded, out_of_range, rejected_by_checks, passed_rejected.
+    grader: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +79,24 @@ class RunSummary:
     def context_fallbacks(self) -> list[DocumentOutcome]:
         return [d for d in self.documents if d.context_fallback]
 
+    def checks_rejected(self) -> dict[str, int]:
+        """Answers the checks rejected over the run, per "step: reason"."""
+        counts: dict[str, int] = {}
+        for doc in self.documents:
+            for key, count in doc.checks_rejected.items():
+                counts[key] = counts.get(key, 0) + count
+        return dict(sorted(counts.items()))
+
+    def grader(self) -> dict[str, dict[str, int]]:
+        """Per grading model, its grades against the checks over the run."""
+        totals: dict[str, dict[str, int]] = {}
+        for doc in self.documents:
+            for model, counts in doc.grader.items():
+                total = totals.setdefault(model, dict.fromkeys(counts, 0))
+                for key, count in counts.items():
+                    total[key] = total.get(key, 0) + count
+        return totals
+
     def stage_seconds(self) -> dict[str, float]:
         seconds: dict[str, float] = {}
         for doc in self.documents:
@@ -88,6 +110,7 @@ class RunSummary:
             indexed=sum(d.status == "indexed" for d in self.documents),
             structured_output=self.structured_output,
             failed=len(self.failed), totals=self.totals(), stage_seconds=self.stage_seconds(),
-            wrote=self.wrote,
+            wrote=self.wrote, checks_rejected_totals=self.checks_rejected(),
+            grader_totals=self.grader(),
         )
         return data

@@ -1,8 +1,9 @@
 """Propositions per chunk and their grades, fanned out over the shared LLM pool.
 
 Two LLM calls per chunk at most: one to extract every proposition, one to grade them all
-against the chunk text. Both answers are cached by content, so an unchanged chunk inside an
-edited document costs nothing on a re-run.
+against the chunk text (``propdex.pipeline.grading``, which also gives each proposition its
+verdict: the deterministic checks, then the grades). Both answers are cached by content, so
+an unchanged chunk inside an edited document costs nothing on a re-run.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from propdex.cache import ResultCache, cache_key
-from propdex.chunking.tables import chunk_row_span
 from propdex.deadlines import current_deadline, submit_with_deadline
 from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
-from propdex.ids import prop_id_for
 from propdex.llm.base import LLMBackend
-from propdex.models import Chunk, ChunkPropositions, DocumentContext, Proposition, Scores, Usage
+from propdex.models import Chunk, ChunkPropositions, DocumentContext, Usage
+from propdex.pipeline.grading import grade_chunk, judged_propositions
 from propdex.settings import Settings
 
 
@@ -34,50 +34,6 @@ def _extract(
     result = backend.propositions(chunk.prompt_text, title=title, section=chunk.section)
     cache.put_llm(key, "propositions", result.value)
     return result.value, result.usage
-
-
-def _grade(
-    chunk: Chunk, texts: list[str], title: str, backend: LLMBackend, cache: ResultCache,
-    settings: Settings,
-) -> tuple[list[Scores], Usage]:
-    if not texts:
-        return [], Usage()
-    key = cache_key(
-        step="grading", model=settings.model_for("grading"),
-        prompt=backend.prompt_versions()["grading"], title=title, section=chunk.section,
-        text=chunk.prompt_text, propositions=texts,
-    )
-    cached = cache.get_llm(key)
-    if cached is not None:
-        return [Scores(**s) for s in cached], Usage(cached_calls=1)
-    result = backend.grade(chunk.prompt_text, texts, title=title, section=chunk.section)
-    if len(result.value) != len(texts):
-        raise LLMOutputError(f"grading returned {len(result.value)} grades for {len(texts)} propositions")
-    cache.put_llm(key, "grading", [vars(s) for s in result.value])
-    return result.value, result.usage
-
-
-def _assemble(
-    chunk: Chunk, texts: list[str], scores: list[Scores] | None, usage: Usage, settings: Settings,
-    error: str | None = None,
-) -> ChunkPropositions:
-    """The chunk's propositions; ``scores`` None keeps them ungraded (never passed)."""
-    thresholds = settings.thresholds()
-    graded = scores if scores is not None else [None] * len(texts)
-    propositions = [
-        Proposition(
-            prop_id=prop_id_for(chunk.chunk_id, ordinal),
-            chunk_id=chunk.chunk_id,
-            doc_id=chunk.doc_id,
-            ordinal=ordinal,
-            text=text,
-            scores=score,
-            passed=score is not None and score.passes(thresholds),
-            row_span=chunk_row_span(chunk, text),
-        )
-        for ordinal, (text, score) in enumerate(zip(texts, graded, strict=True))
-    ]
-    return ChunkPropositions(chunk.chunk_id, propositions, error=error, usage=usage)
 
 
 def propositions_for_document(
@@ -131,20 +87,21 @@ def propositions_for_document(
                         results[chunk.chunk_id] = ChunkPropositions(
                             chunk.chunk_id, [], error=f"{stage}: {exc}", usage=usage[chunk.chunk_id])
                     else:
-                        results[chunk.chunk_id] = _assemble(
-                            chunk, texts[chunk.chunk_id], None, usage[chunk.chunk_id], settings,
-                            error=f"{stage}: {exc}")
+                        results[chunk.chunk_id] = judged_propositions(
+                            chunk, texts[chunk.chunk_id], None, title, usage[chunk.chunk_id],
+                            settings, error=f"{stage}: {exc}")
                     continue
                 usage[chunk.chunk_id] += spent
                 if stage == "extract":
                     texts[chunk.chunk_id] = value
-                    graded = submit_with_deadline(pool, _grade, chunk, value, title, backend,
-                                                  cache, settings)
+                    graded = submit_with_deadline(pool, grade_chunk, chunk, value, title,
+                                                  backend, cache, settings)
                     by_future[graded] = ("grading", chunk)
                     pending.add(graded)
                 else:
-                    results[chunk.chunk_id] = _assemble(
-                        chunk, texts[chunk.chunk_id], value, usage[chunk.chunk_id], settings)
+                    results[chunk.chunk_id] = judged_propositions(
+                        chunk, texts[chunk.chunk_id], value, title, usage[chunk.chunk_id],
+                        settings)
     except BaseException:
         for future in pending:
             future.cancel()

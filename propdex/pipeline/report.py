@@ -10,6 +10,21 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def grader_agreement(counts: dict[str, int]) -> str:
+    """How far a grading model agreed with the checks, in one sentence."""
+    rejected, passed = counts.get("rejected_by_checks", 0), counts.get("passed_rejected", 0)
+    if rejected:
+        verdict = ("its grades are not informative" if passed == rejected else
+                   "it agreed with the checks" if passed == 0 else "it agreed with the checks in part")
+        sentence = (f"grader passed {passed} of {rejected} propositions that the checks "
+                    f"rejected: {verdict}")
+    else:
+        sentence = f"the checks rejected none of the {counts.get('graded', 0)} propositions graded"
+    if counts.get("out_of_range"):
+        sentence += f"; {counts['out_of_range']} propositions had a grade out of 1..10"
+    return sentence + "."
+
+
 def render_markdown(summary: RunSummary) -> str:
     totals = summary.totals()
     indexed = [d for d in summary.documents if d.status == "indexed"]
@@ -67,6 +82,14 @@ def render_markdown(summary: RunSummary) -> str:
                 f"{d.propositions_kept} | {d.propositions_rejected} | {d.propositions_ungraded} | "
                 f"{d.llm_calls} | {d.prompt_tokens + d.completion_tokens} | {_cell(d.error or '')} |"
             )
+    rejected = summary.checks_rejected()
+    if rejected:
+        lines += ["", "| step | rejected by the checks | answers |", "|---|---|---|"]
+        for key, count in rejected.items():
+            step, _, reason = key.partition(": ")
+            lines.append(f"| {_cell(step)} | {_cell(reason)} | {count} |")
+    for model, counts in summary.grader().items():
+        lines += ["", f"Grader `{_cell(model)}`: {grader_agreement(counts)}"]
     if summary.context_fallbacks:
         lines += ["", "**Title or summary from the offline fallback (retried next run):**", ""]
         lines += [f"- {_cell(d.source)}: {_cell(d.context_fallback)}" for d in summary.context_fallbacks]

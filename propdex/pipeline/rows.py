@@ -7,7 +7,16 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from propdex.models import Chunk, ChunkPropositions, DocumentContext, ExtractedDocument, Usage
+from propdex.checks.propositions import REASONS as CHECK_REASONS
+from propdex.models import (
+    Chunk,
+    ChunkPropositions,
+    DocumentContext,
+    ExtractedDocument,
+    GraderWatch,
+    Usage,
+)
+from propdex.pipeline.grading import GRADE_OUT_OF_RANGE
 from propdex.regions import boxes_as_rows, boxes_for_span
 from propdex.settings import Settings
 
@@ -57,7 +66,7 @@ def proposition_rows(
                     "completeness": p.scores.completeness, "conciseness": p.scores.conciseness}
                    if p.scores is not None else
                    dict.fromkeys(("accuracy", "clarity", "completeness", "conciseness"))),
-                "passed": p.passed, "page_start": parent.page_start, "page_end": parent.page_end,
+                "passed": p.passed, "reject_reason": p.reject_reason, "page_start": parent.page_start, "page_end": parent.page_end,
                 "source": doc.source, "content_sha256": doc.content_sha256,
                 "llm_model": settings.model_for("propositions"), "prompt_version": prompt_version,
                 "embed_model": settings.embed_model_name, "run_id": run_id,
@@ -67,6 +76,26 @@ def proposition_rows(
                 else boxes,
             })
     return rows
+
+
+def checks_rejected(context: DocumentContext, outcomes: list[ChunkPropositions]) -> dict[str, int]:
+    """How many answers the deterministic checks rejected, per "step: reason" (titles and
+    summaries that fell back, propositions, propositions with a grade out of range)."""
+    counts = dict(context.checks_rejected)
+    for p in (p for o in outcomes for p in o.propositions):
+        step = {GRADE_OUT_OF_RANGE: "grading"}.get(p.reject_reason or "", "propositions")
+        if p.reject_reason in CHECK_REASONS or p.reject_reason == GRADE_OUT_OF_RANGE:
+            key = f"{step}: {p.reject_reason}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def grader_watch(outcomes: list[ChunkPropositions]) -> dict[str, dict[str, int]]:
+    """Per grading model, its grades against the checks (see ``GraderWatch``)."""
+    totals: dict[str, GraderWatch] = {}
+    for watch in (o.grader for o in outcomes if o.grader is not None):
+        totals[watch.model] = totals[watch.model] + watch if watch.model in totals else watch
+    return {model: {k: v for k, v in vars(w).items() if k != "model"} for model, w in totals.items()}
 
 
 def document_row(
@@ -103,6 +132,7 @@ def document_row(
         "context_fallback": context.fallback,
         "ungraded_count": sum(o.ungraded for o in outcomes),
         "pdf_reader": doc.pdf_reader, "layout_fallback_pages": doc.layout_fallback_pages or None,
+        "checks_rejected": json.dumps(checks_rejected(context, outcomes), sort_keys=True),
     }
 
 

@@ -75,6 +75,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "pdf_reader": "PDFs (and EPUB, XPS, MOBI, FB2): `layout` (PyMuPDF's layout engine) or "
                       "`fast` (plain text lines); null for text and Markdown.",
         "layout_fallback_pages": "Pages the layout engine failed on, read in fast mode instead.",
+        "checks_rejected": "JSON object: `step: reason` -> LLM answers the deterministic checks "
+                           "rejected (`{}`: none).",
     },
     CHUNKS: {
         "chunk_id": "Id derived from the document and the chunk's offsets (unique among live "
@@ -121,5 +123,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "meta": _META,
         "boxes": "Page rectangles of what it came from: the table row it states, else its "
                  "chunk's boxes.",
+        "reject_reason": "Why it did not pass: `ungrounded`, `empty`, `too short`, `duplicate` "
+                         "(the checks), `grade out of range`, `below threshold` or `ungraded`; "
+                         "null when it passed.",
     },
 }

@@ -106,6 +106,8 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("pdf_reader", pa.string()),  # PDFs: "layout" (layout engine) or "fast" (text lines)
     # PDFs read with the layout engine: pages it failed on, read in fast mode instead
     pa.field("layout_fallback_pages", pa.list_(pa.int32())),
+    # JSON object: "step: reason" -> answers the deterministic checks rejected ("{}": none)
+    pa.field("checks_rejected", pa.string()),
 ])
 
 
@@ -158,6 +160,8 @@ def propositions_schema(dim: int) -> pa.Schema:
         META_FIELD,
         # Added later (nullable, at the end): page rectangles of what it came from (its chunk).
         pa.field("boxes", pa.list_(PAGE_BOX)),
+        # Added after the first release (nullable, at the end; see DOCUMENTS_SCHEMA).
+        pa.field("reject_reason", pa.string()),  # why it did not pass; null when it passed
     ])
 
 

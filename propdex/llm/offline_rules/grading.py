@@ -1,9 +1,10 @@
-"""Offline grading rules (``offline-grading-v2``): four 1..10 scores per proposition.
+"""Offline grading rules (``offline-grading-v3``): four 1..10 scores per proposition.
 
-- accuracy: the share of the proposition's content words (stemmed, stopwords removed,
-  numbers kept) found in the chunk text, its title or its section, scaled to 10 and
-  rounded half up; "authors"/"paper"/"document" count as found (the proposition rules put
-  them in). A hyphenated word is found when it or all of its parts are. 10 when all found.
+- accuracy: the share of the proposition's content words found in the chunk text, its
+  title or its section, scaled to 10 and rounded half up: the grounding measure of the
+  checks (``propdex.checks.words``: Snowball stems, stop words out, numbers kept;
+  "authors"/"paper"/"document" count as found, a hyphenated word is found when it or all
+  of its parts are). 10 when all found.
 - clarity: starts at 10. A leading pronoun (it/they/this/these/those/that/he/she/its/their/
   his/her, not an expletive "It is ... that/to") -4; a leading we/our/us -4; each inner
   he/she/it/they/them/its/their/his/her/him without an antecedent in the proposition
@@ -29,22 +30,20 @@ import re
 import unicodedata
 from itertools import pairwise
 
+from propdex.checks.words import content_stems, found_share, supported_stems
 from propdex.llm.offline_rules.clauses import clause_joints
 from propdex.llm.offline_rules.pronouns import is_expletive_it
 from propdex.llm.offline_rules.text import (
     FUNCTION_WORDS,
     STOPWORDS,
-    content_stems,
     ends_sentence,
     has_verb,
     is_verb_at,
-    stem,
     text_blocks,
     words,
 )
 from propdex.models import Scores
 
-_ALWAYS_SUPPORTED = frozenset(stem(w) for w in ("authors", "paper", "document", "work", "study"))
 _LEADING_PRONOUNS = frozenset("it they this these those that he she its their his her".split())
 _AUTHOR_PRONOUNS = frozenset({"we", "our", "us"})
 _NAME_PRONOUNS = frozenset({"he", "she", "him", "his", "her"})
@@ -63,15 +62,7 @@ def _clip(value: int) -> int:
 
 
 def accuracy(proposition: str, supported: set[str]) -> int:
-    stems = content_stems(proposition)
-    if not stems:
-        return 1
-    found = sum(
-        1
-        for s in stems
-        if s in supported or ("-" in s and all(stem(p) in supported for p in s.split("-") if p))
-    )
-    return _clip(int(10 * found / len(stems) + 0.5))
+    return _clip(int(10 * found_share(content_stems(proposition), supported) + 0.5))
 
 
 def _is_verbish_next(tokens: list[str], index: int) -> bool:
@@ -170,16 +161,16 @@ def conciseness(proposition: str, title: str = "") -> int:
     return _clip(score)
 
 
-def supported_stems(chunk_text: str, title: str, section: str | None) -> set[str]:
+def chunk_stems(chunk_text: str, title: str, section: str | None) -> set[str]:
     joined = "\n".join(text_blocks(chunk_text))
     context = unicodedata.normalize("NFKC", f"{title}\n{section or ''}")
-    return set(content_stems(joined)) | set(content_stems(context)) | _ALWAYS_SUPPORTED
+    return supported_stems(joined, (context,))
 
 
 def grade_propositions(
     chunk_text: str, propositions: list[str], title: str, section: str | None
 ) -> list[Scores]:
-    supported = supported_stems(chunk_text, title, section)
+    supported = chunk_stems(chunk_text, title, section)
     scores = []
     for raw in propositions:
         proposition = unicodedata.normalize("NFKC", raw)

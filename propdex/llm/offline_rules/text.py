@@ -25,7 +25,6 @@ import re
 import threading
 import unicodedata
 from collections.abc import Collection
-from functools import lru_cache
 
 import pysbd
 
@@ -207,35 +206,6 @@ def has_strong_verb(text: str) -> bool:
 def has_verb(text: str) -> bool:
     tokens = words(text)
     return any(is_verb_at(tokens, i) for i in range(len(tokens)))
-
-
-@lru_cache(maxsize=65536)  # a document repeats its vocabulary; lru_cache is thread-safe
-def stem(word: str) -> str:
-    """A crude suffix stripper: enough to match "leans"/"lean" or "recorded"/"record"."""
-    low = word.lower().replace("’", "'")
-    if low.endswith("'s"):
-        low = low[:-2]
-    if len(low) > 4 and low.endswith("ies"):
-        return low[:-3] + "y"
-    if len(low) > 5 and low.endswith("ing"):
-        return low[:-3]
-    if len(low) > 4 and low.endswith("ed"):
-        return low[:-2]
-    if len(low) > 4 and low.endswith("es") and low[-3] in "sxzh":
-        return low[:-2]
-    if len(low) > 3 and low.endswith("s") and not low.endswith(("ss", "us", "is")):
-        return low[:-1]
-    return low
-
-
-def content_stems(text: str) -> list[str]:
-    """Stems of the words that carry meaning: no stopwords, numbers always kept."""
-    out = []
-    for word in words(text):
-        low = word.lower()
-        if low[0].isdigit() or (len(low) >= 3 and low not in STOPWORDS):
-            out.append(stem(low))
-    return out
 
 
 def flatten(text: str) -> str:

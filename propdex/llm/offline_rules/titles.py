@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from propdex.checks.context import is_placeholder
 from propdex.llm.offline_rules.text import (
     FUNCTION_WORDS,
     block_sentences,
@@ -63,7 +64,7 @@ def plausible_hint(hint: str | None) -> str | None:
     letters = sum(ch.isalpha() for ch in clean)
     if not 2 <= len(clean) <= 250 or letters < 0.5 * len(clean.replace(" ", "")):
         return None
-    if _JUNK_HINT.search(clean) or NOT_TITLE.search(clean):
+    if _JUNK_HINT.search(clean) or NOT_TITLE.search(clean) or is_placeholder(clean):
         return None
     if not any(len(w) >= 3 and w.isalpha() for w in words(clean)):
         return None

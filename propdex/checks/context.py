@@ -78,7 +78,8 @@ def is_echo(answer: str, instructions: str, document: str) -> bool:
     return bool(echoed - _runs(_lower_words(document), size))
 
 
-def _wording_problem(answer: str, instructions: str, document: str) -> str | None:
+def wording_problem(answer: str, instructions: str = "", document: str = "") -> str | None:
+    """What makes ``answer`` no title or summary at all: no letters, a placeholder, an echo."""
     if not any(ch.isalpha() for ch in answer):
         return NO_LETTERS
     if is_placeholder(answer):
@@ -90,14 +91,14 @@ def _wording_problem(answer: str, instructions: str, document: str) -> str | Non
 
 def title_problem(title: str, *, document: str, instructions: str = "") -> str | None:
     """Why ``title`` cannot name ``document`` (a bounded prefix of it), or None."""
-    return _wording_problem(title, instructions, document)
+    return wording_problem(title, instructions, document)
 
 
 def summary_problem(
     summary: str, *, document: str, title: str = "", instructions: str = ""
 ) -> str | None:
     """Why ``summary`` cannot summarise ``document`` (a bounded prefix of it), or None."""
-    problem = _wording_problem(summary, instructions, document)
+    problem = wording_problem(summary, instructions, document)
     if problem:
         return problem
     if len(words(summary)) < MIN_SUMMARY_WORDS:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from propdex.checks.context import REPAIR_HINTS, summary_problem, title_problem
+from propdex.checks.context import REPAIR_HINTS, summary_problem, title_problem, wording_problem
 
 # A grade's range (1..10) is asked of the server in the schema's bounds but not enforced
 # here: a grade out of range is the grader's mistake, counted and rejected by
@@ -41,12 +41,15 @@ def check_failed(reason: str) -> PydanticCustomError:
 def checked(value: str, info: ValidationInfo, problem_of: Callable[..., str | None],
             keys: tuple[str, ...]) -> str:
     """``value`` when ``problem_of`` (a check of propdex.checks.context, given the context's
-    ``keys``) finds nothing; unchecked without a ``document`` in the context."""
+    ``keys``) finds nothing; without a ``document`` in the context, only the checks that need
+    none (letters, placeholders)."""
     context = info.context or {}
     if "document" in context:
         problem = problem_of(value, **{key: context[key] for key in keys if key in context})
-        if problem:
-            raise check_failed(problem)
+    else:
+        problem = wording_problem(value)
+    if problem:
+        raise check_failed(problem)
     return value
 
 

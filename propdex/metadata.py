@@ -139,19 +139,29 @@ def filter_entries(where: MetadataInput | None, field: str = "where") -> list[st
     return entries(normalise(where, field, limit=MAX_FILTER_ENTRIES))
 
 
-def front_matter(text: str, field: str) -> Metadata:
-    """The YAML front matter at the top of a Markdown text ({} without one)."""
-    lines = text.lstrip("\ufeff").splitlines()
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """A Markdown text's YAML front matter block (None without one) and the text after it:
+    a block opens with a "---" line at the top and closes with a "---" or "..." line."""
+    stripped = text.lstrip("\ufeff")
+    lines = stripped.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
-        return {}
+        return None, text
     end = next((n for n, line in enumerate(lines[1:], 1) if line.strip() in ("---", "...")),
                None)
     if end is None:
+        return None, text
+    return "".join(lines[1:end]), "".join(lines[end + 1:])
+
+
+def front_matter(text: str, field: str) -> Metadata:
+    """The YAML front matter at the top of a Markdown text ({} without one)."""
+    block, _ = split_front_matter(text)
+    if block is None:
         return {}
     import yaml
 
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
+        data = yaml.safe_load(block)
     except yaml.YAMLError as exc:
         raise MetadataError(field, f"front matter is not valid YAML: {exc}") from None
     if data is None:

@@ -446,6 +446,12 @@ def test_markdown_title_is_first_h1(tmp_path: Path, settings: Settings) -> None:
     assert ("markdown", "Field Guide") == (doc.kind, doc.title_hint)
 
 
+def test_markdown_front_matter_is_metadata_not_text(tmp_path: Path, settings: Settings) -> None:
+    data = ("---\nteam: birds\n---\n" + MARKDOWN).encode()
+    doc = extract_document(write(tmp_path / "guide.md", data), settings)
+    assert (MARKDOWN.strip(), SectionHint("Field Guide", 1, 0)) == (doc.text, doc.sections[0])
+
+
 def test_markdown_with_crlf_keeps_heading_offsets(tmp_path: Path, settings: Settings) -> None:
     data = MARKDOWN.replace("\n", "\r\n").encode()
     doc = extract_document(write(tmp_path / "guide.md", data), settings)

@@ -96,9 +96,8 @@ def test_cli_search_json_returns_the_boxes(ingested) -> None:
     assert chunk["boxes"] == hit["boxes"]
 
 
-@pytest.mark.parametrize("resident", [False, True])
-def test_api_search_returns_the_propositions_boxes(ingested, resident: bool) -> None:
-    reader = IndexReader(Settings(db=ingested["db"]), resident=resident)
+def test_api_search_returns_the_propositions_boxes(ingested) -> None:
+    reader = IndexReader(Settings(db=ingested["db"]))
     hit = next(r for r in reader.search(QUERY, level="propositions")
                if r.source.endswith(".pdf"))
     [prop] = [p for p in ingested[PROPOSITIONS] if p["prop_id"] == hit.prop_id]

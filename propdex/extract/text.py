@@ -10,6 +10,7 @@ from markdown_it import MarkdownIt
 from propdex.errors import ExtractionError
 from propdex.extract.encoding import UTF8, decode_bytes
 from propdex.extract.normalise import tidy_whitespace
+from propdex.metadata import split_front_matter
 from propdex.models import SectionHint
 
 # Block rules only: headings need fences and indented code recognised (a "# comment" in a
@@ -40,7 +41,14 @@ def extract_plain_text(data: bytes, source: str) -> TextContent:
 
 
 def extract_markdown(data: bytes, source: str) -> TextContent:
+    """A Markdown file's text without its YAML front matter, which is the document's metadata
+    (propdex.metadata), not its content."""
     text, encoding = decode_text(data, source)
+    block, body = split_front_matter(text)
+    if block is not None:
+        text = body.strip()
+        if not text:
+            raise ExtractionError(source, "empty document (front matter only)")
     sections = markdown_sections(text)
     title = next((s.title for s in sections if s.level == 1), None)
     return TextContent(text, encoding, title, sections)

@@ -242,3 +242,10 @@ def test_a_scanned_document_is_read_with_ocr(tmp_path: Path, tesseract) -> None:
     path = _scan_of(make_pdf(tmp_path / "survey.pdf", SURVEY[:2]), {1, 2})
     doc = extract_document(path, LAYOUT)
     assert (True, " ".join(SURVEY[:2]).split()) == (doc.ocr, doc.text.split())
+
+
+def test_the_engine_writes_nothing_to_stdout(tmp_path: Path, tesseract, capfd) -> None:
+    # `propdex ingest --json` prints its summary on stdout: the engine's OCR notes must not
+    # land there.
+    extract_document(_scan_of(make_pdf(tmp_path / "survey.pdf", SURVEY[:2]), {2}), LAYOUT)
+    assert "" == capfd.readouterr().out

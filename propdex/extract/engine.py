@@ -20,6 +20,9 @@ rectangle, so that stored text maps back to page regions.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 from dataclasses import dataclass, field
 
 import pymupdf
@@ -74,6 +77,10 @@ def _engine():
     import pymupdf4llm.helpers.document_layout as document_layout
     from pymupdf4llm.helpers import utils
 
+    # The engine reports its OCR decisions through PyMuPDF's messages, which go to stdout
+    # by default, where `propdex ingest --json` prints its summary: they go to the logging
+    # module instead, at debug level.
+    pymupdf.set_messages(pylogging=True, pylogging_name="pymupdf", pylogging_level=logging.DEBUG)
     return document_layout, utils
 
 
@@ -90,7 +97,8 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
 
         options = {"use_ocr": True, "ocr_function": tesseract_api.exec_ocr,
                    "ocr_language": OCR_LANGUAGE}
-    parsed = document_layout.parse_document(doc, pages=[index], force_text=True, **options)
+    with contextlib.redirect_stdout(io.StringIO()):  # it print()s a line before its messages
+        parsed = document_layout.parse_document(doc, pages=[index], force_text=True, **options)
     page = parsed.pages[0]
     rect = doc.load_page(index).rect
     result = PagePieces(height=rect.height, top=rect.y0)

@@ -21,6 +21,7 @@ rectangle, so that stored text maps back to page regions.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class LayoutPages:
     furniture_removed: int
 
 
+@functools.cache
 def _engine():
     # Imported on first use, as the fast reader needs none of it (its ONNX models load on
     # the first page read: about two seconds).

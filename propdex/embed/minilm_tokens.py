@@ -11,14 +11,16 @@ MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2, 
 
 @functools.lru_cache(maxsize=1)
 def minilm_tokenizer():
-    """The packaged tokenizer.json through the ``tokenizers`` package (no transformers, no torch)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(packaged_model_dir() / "tokenizer.json"))
-    # The packaged file pads to 128 and truncates: callers window and pad themselves.
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
+    """The packaged tokenizer.json read by ``tokie`` (chonkie's tokenizer, no transformers, no
+    torch), which gives Hugging Face ``tokenizers``' ids for it (tests/test_minilm_tokens.py).
+    tokie applies neither the file's padding to 128 nor its truncation: callers window and pad
+    themselves."""
+    try:
+        import tokie
+    except ImportError as exc:
+        raise ImportError("local embeddings need the 'local' extra: pip install 'propdex[local]' "
+                          "(missing: tokie)") from exc
+    return tokie.Tokenizer.from_json(str(packaged_model_dir() / "tokenizer.json"))
 
 
 def token_counts(texts: list[str]) -> list[int]:

@@ -10,6 +10,10 @@ import textwrap
 import urllib.request
 from pathlib import Path
 
+# Prefect fixes its global settings from the environment when prefect.context is first
+# imported. Imported first under a test's PREFECT_API_URL or PREFECT_HOME below, every later
+# test in the process would talk to that unreachable server or deleted home.
+import prefect.context  # noqa: F401
 import pytest
 
 from propdex.prefect_runtime.api import EphemeralApi

@@ -14,7 +14,9 @@ from propdex.models import ExtractedDocument, PageBox
 from propdex.regions import boxes_for_span
 from propdex.settings import Settings
 from tests.pdf_factory import (
+    MARGIN,
     MINERALS,
+    PAGE_RECT,
     TABLE_ROW_HEIGHT,
     TABLE_TOP,
     make_pdf,
@@ -249,3 +251,28 @@ def test_the_engine_writes_nothing_to_stdout(tmp_path: Path, tesseract, capfd) -
     # land there.
     extract_document(_scan_of(make_pdf(tmp_path / "survey.pdf", SURVEY[:2]), {2}), LAYOUT)
     assert "" == capfd.readouterr().out
+
+
+# A raster picture on a page with text: Tesseract would read the picture's words as text.
+PICTURE_WORDS = "Quarterly turbine output chart"
+
+
+def _page_with_picture(path: Path) -> Path:
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 300),
+                        " ".join(SURVEY), fontsize=11)
+    # The picture: large words drawn on a page of their own and rendered to an image.
+    with pymupdf.open() as drawing:
+        canvas = drawing.new_page(width=400, height=200)
+        canvas.insert_text((20, 110), PICTURE_WORDS, fontsize=26)
+        pixmap = canvas.get_pixmap(dpi=200)
+    page.insert_image(pymupdf.Rect(MARGIN, 340, MARGIN + 400, 540), pixmap=pixmap)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def test_a_picture_on_a_text_page_is_not_read_by_ocr(tmp_path: Path, tesseract) -> None:
+    doc = extract_document(_page_with_picture(tmp_path / "picture.pdf"), LAYOUT)
+    assert (False, False) == (doc.ocr, "turbine" in doc.text.lower())

@@ -48,6 +48,9 @@ TEXT_FLAGS = pymupdf.TEXT_MEDIABOX_CLIP | pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
 # Below this many non-whitespace characters in the whole document there is no usable text
 # layer (page numbers or a stray header on a scan).
 MIN_TEXT_CHARS = 20
+# Below this many non-whitespace characters a page has no text layer of its own and the
+# layout reader lets the engine OCR it: a scan carries at most a stamped number or header.
+MIN_PAGE_TEXT_CHARS = 100
 
 # PyMuPDF shares one MuPDF context per process and is not thread-safe, while the pipeline
 # extracts documents from worker threads; whoever else calls PyMuPDF should hold this lock.
@@ -213,10 +216,11 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     # on the corpus its text was as complete as reading every page by OCR (bench/RESULTS.md).
     ocr = doc.is_pdf and tesseract_available()
     for index in range(doc.page_count):
+        text_page = _text_page(doc, index, path, source)
         if index == 0 and title is None:
-            title = _first_page_title(_text_page(doc, index, path, source).extractDICT())
+            title = _first_page_title(text_page.extractDICT())
         try:
-            pages.append(engine.read_page(doc, index, ocr))
+            pages.append(engine.read_page(doc, index, ocr and _lacks_text(text_page)))
         except Exception:  # the engine's models and heuristics on a page they cannot handle
             fallback.append(index + 1)
             pages.append(_fast_page(doc, index, path, source))
@@ -237,6 +241,14 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     sections = _toc_sections(doc, text, spans, _MARKDOWN_HEADING) or headings
     return PdfContent(text, spans, title, sections, doc.page_count, any(p.ocr for p in pages),
                       layout.furniture_removed, "layout", fallback, regions)
+
+
+def _lacks_text(text_page: pymupdf.TextPage) -> bool:
+    """Whether a page has too little text of its own to be read without OCR (a scan, maybe
+    with a stamped page number). A page with a text layer is not OCRed for its pictures:
+    Tesseract reads a diagram or a photo as noise ("MEEKedI", "a a | — re") that lands in
+    chunks and propositions, while the figure's caption is text already."""
+    return non_space_length(normalise_pdf_text(text_page.extractText())) < MIN_PAGE_TEXT_CHARS
 
 
 def _text_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> pymupdf.TextPage:

@@ -276,3 +276,23 @@ def _page_with_picture(path: Path) -> Path:
 def test_a_picture_on_a_text_page_is_not_read_by_ocr(tmp_path: Path, tesseract) -> None:
     doc = extract_document(_page_with_picture(tmp_path / "picture.pdf"), LAYOUT)
     assert (False, False) == (doc.ocr, "turbine" in doc.text.lower())
+
+
+# A paragraph the engine cut around a figure's caption: the sentence goes on after it.
+REEF_START = ("The survey team dived on the outer reef every morning of the season. "
+              "On the last day of the season the divers counted the coral colonies")
+REEF_CAPTION = "Figure 1: Coral colonies counted per dive."
+REEF_REST = ("of the outer reef one by one and compared them with the counts of the year "
+             "before. The comparison showed a slow recovery after the bleaching.")
+
+
+def test_a_paragraph_cut_by_a_caption_on_its_page_is_joined(tmp_path: Path) -> None:
+    path = make_pdf(tmp_path / "reef.pdf", [f"{REEF_START}\n\n{REEF_CAPTION}\n\n{REEF_REST}"])
+    doc = extract_document(path, LAYOUT)
+    assert f"{REEF_START} {REEF_REST}\n\n{REEF_CAPTION}" == doc.text
+
+
+def test_a_paragraph_going_on_after_a_caption_atop_the_next_page_comes_first(tmp_path: Path) -> None:
+    path = make_pdf(tmp_path / "reef.pdf", [REEF_START, f"{REEF_CAPTION}\n\n{REEF_REST}"])
+    doc = extract_document(path, LAYOUT)
+    assert [REEF_START, f"{REEF_REST}\n\n{REEF_CAPTION}"] == [page(doc, 1), page(doc, 2)]

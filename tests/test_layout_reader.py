@@ -296,3 +296,34 @@ def test_a_paragraph_going_on_after_a_caption_atop_the_next_page_comes_first(tmp
     path = make_pdf(tmp_path / "reef.pdf", [REEF_START, f"{REEF_CAPTION}\n\n{REEF_REST}"])
     doc = extract_document(path, LAYOUT)
     assert [REEF_START, f"{REEF_REST}\n\n{REEF_CAPTION}"] == [page(doc, 1), page(doc, 2)]
+
+
+def _figure_label_before_its_heading(path: Path) -> Path:
+    """A page whose outline entry "Coral Growth" titles section 2, with a figure above the
+    section whose first label reads "Coral Growth" too."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 160),
+                        " ".join(SURVEY[:2]), fontsize=11)
+    shape = page.new_shape()
+    for x in (80, 250, 420):
+        shape.draw_rect(pymupdf.Rect(x, 200, x + 120, 260))
+    shape.finish(color=(0, 0, 0), width=1)
+    shape.commit()
+    for position, label in (((95, 215), "Coral Growth"), ((262, 235), "Water Temperature"),
+                            ((440, 255), "Bleaching")):
+        page.insert_text(position, label, fontsize=9)
+    page.insert_textbox(pymupdf.Rect(MARGIN, 275, PAGE_RECT.width - MARGIN, 300),
+                        "Figure 1: What drives the bleaching of the reef.", fontsize=10)
+    page.insert_text((MARGIN, 340), "2 Coral Growth", fontsize=16, fontname="hebo")
+    page.insert_textbox(pymupdf.Rect(MARGIN, 355, PAGE_RECT.width - MARGIN, 500),
+                        SURVEY[2], fontsize=11)
+    doc.set_toc([[1, "Coral Growth", 1]])
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def test_an_outline_section_starts_at_its_heading_not_at_a_figure_label(tmp_path: Path) -> None:
+    doc = extract_document(_figure_label_before_its_heading(tmp_path / "labels.pdf"), LAYOUT)
+    assert ["# 2 Coral Growth"] == [doc.text[s.char_start:].split("\n")[0] for s in doc.sections]

@@ -67,6 +67,7 @@ _FILE_NAME_TITLE = re.compile(
 _HEADING_NUMBER = r"(?:(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)+|[A-Z]|[IVX]+)\.?(?:[^\S\n]+|[^\S\n]*\n))?"
 # The "## " a heading line of the layout reader starts with.
 _MARKDOWN_HEADING = r"(?:#{1,6} )?"
+_MARKDOWN_HEADING_REQUIRED = r"#{1,6} "
 _PLACEHOLDER_TITLES = {"untitled", "untitled document", "title", "unknown", "none", "document"}
 
 
@@ -403,12 +404,20 @@ def _find_heading(text: str, title: str, start: int, pages: list[PageSpan],
 
     The title inside running text does not count: chunks are cut at section starts, and a
     start in mid-sentence would cut that sentence. The offset is the line start, number
-    included, so a chunk beginning with "3.2 Title" belongs to that section."""
+    included, so a chunk beginning with "3.2 Title" belongs to that section.
+
+    With a ``heading_prefix`` (the layout reader's Markdown headings) a heading line is
+    looked for first and a bare line only where none matches: a figure's label or a table
+    cell can hold just the title too ("Multi-Head Attention" above Figure 2 of the
+    Transformer paper, before its section 3.2.2)."""
     words = r"(?i:" + r"\s*".join(re.escape(w) for w in title.split()) + ")"
-    heading_line = re.compile(
-        r"(?:^|(?<=\n))[^\S\n]*" + heading_prefix + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
-    )
-    match = heading_line.search(text, start, pages[0].end)
-    for later in pages[1:]:
-        match = match or heading_line.search(text, later.start, later.end)
-    return match.start() if match else start
+    for prefix in ([_MARKDOWN_HEADING_REQUIRED, heading_prefix] if heading_prefix else [""]):
+        heading_line = re.compile(
+            r"(?:^|(?<=\n))[^\S\n]*" + prefix + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
+        )
+        match = heading_line.search(text, start, pages[0].end)
+        for later in pages[1:]:
+            match = match or heading_line.search(text, later.start, later.end)
+        if match:
+            return match.start()
+    return start

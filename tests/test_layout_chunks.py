@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from propdex.chunking import chunk_document
+from propdex.chunking.sentences import sentence_spans
 from propdex.extract import extract_document
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
@@ -46,3 +47,12 @@ def test_fast_mode_chunks_are_cut_by_lines_as_before(paragraphs_pdf: Path) -> No
     doc = extract_document(paragraphs_pdf, FAST)
     chunks = chunk_document(doc, FAST)
     assert [False, True] == [c.text.endswith("records.") for c in chunks]
+
+
+def test_a_sentence_cut_by_a_page_break_is_one_sentence(tmp_path: Path) -> None:
+    start = ("The survey team dived on the outer reef every morning of the season, and on the "
+             "last day of the season the divers counted the coral colonies")
+    rest = "of the outer reef one by one. The counts showed a slow recovery."
+    doc = extract_document(make_pdf(tmp_path / "reef.pdf", [start, rest]), LAYOUT)
+    assert [f"{start}\n\nof the outer reef one by one.", "The counts showed a slow recovery."] == [
+        doc.text[s:e] for s, e in sentence_spans(doc.text)]

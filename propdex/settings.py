@@ -19,7 +19,9 @@ from propdex.checks import CHECKS_VERSION
 # 2: PDF page furniture left out of the text, two-column pages in column order, legacy
 # text encodings read instead of refused. 3: a Markdown table and its caption kept whole in a
 # chunk, or split between rows with the caption and header rows in each part's header.
-PIPELINE_VERSION = "3"
+# 4: layout reader: pictures on pages with a text layer not OCRed, chunks of its
+# one-line paragraphs filled with sentences.
+PIPELINE_VERSION = "4"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -14,7 +14,9 @@ from propdex.models import ExtractedDocument, PageBox
 from propdex.regions import boxes_for_span
 from propdex.settings import Settings
 from tests.pdf_factory import (
+    MARGIN,
     MINERALS,
+    PAGE_RECT,
     TABLE_ROW_HEIGHT,
     TABLE_TOP,
     make_pdf,
@@ -249,3 +251,79 @@ def test_the_engine_writes_nothing_to_stdout(tmp_path: Path, tesseract, capfd) -
     # land there.
     extract_document(_scan_of(make_pdf(tmp_path / "survey.pdf", SURVEY[:2]), {2}), LAYOUT)
     assert "" == capfd.readouterr().out
+
+
+# A raster picture on a page with text: Tesseract would read the picture's words as text.
+PICTURE_WORDS = "Quarterly turbine output chart"
+
+
+def _page_with_picture(path: Path) -> Path:
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 300),
+                        " ".join(SURVEY), fontsize=11)
+    # The picture: large words drawn on a page of their own and rendered to an image.
+    with pymupdf.open() as drawing:
+        canvas = drawing.new_page(width=400, height=200)
+        canvas.insert_text((20, 110), PICTURE_WORDS, fontsize=26)
+        pixmap = canvas.get_pixmap(dpi=200)
+    page.insert_image(pymupdf.Rect(MARGIN, 340, MARGIN + 400, 540), pixmap=pixmap)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def test_a_picture_on_a_text_page_is_not_read_by_ocr(tmp_path: Path, tesseract) -> None:
+    doc = extract_document(_page_with_picture(tmp_path / "picture.pdf"), LAYOUT)
+    assert (False, False) == (doc.ocr, "turbine" in doc.text.lower())
+
+
+# A paragraph the engine cut around a figure's caption: the sentence goes on after it.
+REEF_START = ("The survey team dived on the outer reef every morning of the season. "
+              "On the last day of the season the divers counted the coral colonies")
+REEF_CAPTION = "Figure 1: Coral colonies counted per dive."
+REEF_REST = ("of the outer reef one by one and compared them with the counts of the year "
+             "before. The comparison showed a slow recovery after the bleaching.")
+
+
+def test_a_paragraph_cut_by_a_caption_on_its_page_is_joined(tmp_path: Path) -> None:
+    path = make_pdf(tmp_path / "reef.pdf", [f"{REEF_START}\n\n{REEF_CAPTION}\n\n{REEF_REST}"])
+    doc = extract_document(path, LAYOUT)
+    assert f"{REEF_START} {REEF_REST}\n\n{REEF_CAPTION}" == doc.text
+
+
+def test_a_paragraph_going_on_after_a_caption_atop_the_next_page_comes_first(tmp_path: Path) -> None:
+    path = make_pdf(tmp_path / "reef.pdf", [REEF_START, f"{REEF_CAPTION}\n\n{REEF_REST}"])
+    doc = extract_document(path, LAYOUT)
+    assert [REEF_START, f"{REEF_REST}\n\n{REEF_CAPTION}"] == [page(doc, 1), page(doc, 2)]
+
+
+def _figure_label_before_its_heading(path: Path) -> Path:
+    """A page whose outline entry "Coral Growth" titles section 2, with a figure above the
+    section whose first label reads "Coral Growth" too."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 160),
+                        " ".join(SURVEY[:2]), fontsize=11)
+    shape = page.new_shape()
+    for x in (80, 250, 420):
+        shape.draw_rect(pymupdf.Rect(x, 200, x + 120, 260))
+    shape.finish(color=(0, 0, 0), width=1)
+    shape.commit()
+    for position, label in (((95, 215), "Coral Growth"), ((262, 235), "Water Temperature"),
+                            ((440, 255), "Bleaching")):
+        page.insert_text(position, label, fontsize=9)
+    page.insert_textbox(pymupdf.Rect(MARGIN, 275, PAGE_RECT.width - MARGIN, 300),
+                        "Figure 1: What drives the bleaching of the reef.", fontsize=10)
+    page.insert_text((MARGIN, 340), "2 Coral Growth", fontsize=16, fontname="hebo")
+    page.insert_textbox(pymupdf.Rect(MARGIN, 355, PAGE_RECT.width - MARGIN, 500),
+                        SURVEY[2], fontsize=11)
+    doc.set_toc([[1, "Coral Growth", 1]])
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def test_an_outline_section_starts_at_its_heading_not_at_a_figure_label(tmp_path: Path) -> None:
+    doc = extract_document(_figure_label_before_its_heading(tmp_path / "labels.pdf"), LAYOUT)
+    assert ["# 2 Coral Growth"] == [doc.text[s.char_start:].split("\n")[0] for s in doc.sections]

@@ -4,6 +4,14 @@ chonkie splits on newlines first, then sentence ends, then punctuation, then spa
 merges the pieces up to ``chunk_size`` characters; its chunks tile the text exactly
 (``start_index``/``end_index``). This module trims those chunks, folds in slivers and adds
 the overlap.
+
+Text whose paragraphs are single lines (the layout reader's: the engine gives each
+paragraph as one box) offers chonkie no line level between paragraphs and sentences: it
+packs whole paragraphs, so a chunk ends wherever the next paragraph does not fit (chunks
+of the corpus papers a fifth shorter than from wrapped lines) and a long paragraph's last
+sentence is left on its own. With ``pack_sentences`` the chunker fills each chunk with
+sentences up to ``chunk_size`` instead, across paragraph breaks, so chunks are as full as
+from wrapped lines and still end at a sentence end.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from propdex.chunking.base import Chunker, overlap_start, split_oversized, trim_
 
 
 class RecursiveChunker(Chunker):
-    def __init__(self, chunk_size: int = 800, overlap: int = 0):
+    def __init__(self, chunk_size: int = 800, overlap: int = 0, pack_sentences: bool = False):
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
         if not 0 <= overlap < chunk_size:
@@ -23,6 +31,7 @@ class RecursiveChunker(Chunker):
         self.chunk_size = chunk_size
         self.table_chars = chunk_size
         self.overlap = overlap
+        self.pack_sentences = pack_sentences
         # chonkie's default minimum (24 characters) makes its splitter glue short words into
         # one piece longer than chunk_size, which then gets cut mid-word; 1 keeps word splits.
         self._chonkie = ChonkieRecursiveChunker(
@@ -33,6 +42,27 @@ class RecursiveChunker(Chunker):
         self.min_span = max(1, chunk_size // 8)
 
     def split(self, text: str) -> list[tuple[int, int]]:
+        spans = self._sentence_spans(text) if self.pack_sentences else self._chonkie_spans(text)
+        if self.overlap:
+            spans = [
+                (overlap_start(text, start, spans[i - 1], self.overlap) if i else start, end)
+                for i, (start, end) in enumerate(spans)
+            ]
+        return spans
+
+    def _sentence_spans(self, text: str) -> list[tuple[int, int]]:
+        # Imported here: passages imports this module.
+        from propdex.chunking.passages import bounded_sentences
+
+        spans: list[tuple[int, int]] = []
+        for start, end in bounded_sentences(text, self.chunk_size):
+            if spans and end - spans[-1][0] <= self.chunk_size:
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
+        return spans
+
+    def _chonkie_spans(self, text: str) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []
         for chunk in self._chonkie.chunk(text):
             trimmed = trim_span(text, chunk.start_index, chunk.end_index)
@@ -43,11 +73,6 @@ class RecursiveChunker(Chunker):
                     spans[-1] = (spans[-1][0], piece[1])
                 else:
                     spans.append(piece)
-        if self.overlap:
-            spans = [
-                (overlap_start(text, start, spans[i - 1], self.overlap) if i else start, end)
-                for i, (start, end) in enumerate(spans)
-            ]
         return spans
 
     def _merge_fits(self, previous: tuple[int, int], current: tuple[int, int]) -> bool:

@@ -3,7 +3,9 @@
 pysbd treats a newline as a sentence end, and PDF text wraps every line. So pysbd reads a
 copy of the text of the same length in which a single line break inside a paragraph is a
 space; a break after a heading-like line (short, no closing punctuation, mostly capitalised
-words) or before a list item stays. Only sentence starts are taken from pysbd: the spans tile the text between
+words) or before a list item stays. A blank line after a long line that ends no sentence
+(a page break, or a figure set, in mid-sentence) is spaces too, so a sentence cut by a page
+is one sentence. Only sentence starts are taken from pysbd: the spans tile the text between
 them, so every non-whitespace character lies in exactly one sentence whatever pysbd does.
 """
 
@@ -20,6 +22,9 @@ from propdex.chunking.base import trim_span
 HEADING_MAX_CHARS = 60
 _WRAPPED_BREAK = re.compile(r"(?<=\S)[ \t]*\n(?=[ \t]*\S)")
 _CLOSING = tuple(".!?:;,")
+# A blank line after prose that ends no sentence, before more prose (not a heading, table
+# row, quote or list item): a page break, or a figure set, inside a sentence.
+_BROKEN_PARAGRAPH = re.compile(r"(?<=[^\s.!?:;|])\n\n(?=[^\s#|>*•-])")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*•◦▪]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
 
 _local = threading.local()
@@ -33,7 +38,8 @@ def _segmenter() -> pysbd.Segmenter:
 
 
 def unwrap_lines(text: str) -> str:
-    """``text`` with paragraph-internal line breaks turned into spaces (same length)."""
+    """``text`` with paragraph-internal line breaks turned into spaces (same length), and
+    the blank line of a page break that falls in mid-sentence too."""
     chars = list(text)
     for match in _WRAPPED_BREAK.finditer(text):
         newline = match.end() - 1
@@ -43,6 +49,10 @@ def unwrap_lines(text: str) -> str:
         if heading or _LIST_ITEM.match(text, newline + 1):
             continue
         chars[newline] = " "
+    for match in _BROKEN_PARAGRAPH.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if match.start() - line_start > HEADING_MAX_CHARS and not _LIST_ITEM.match(text, match.end()):
+            chars[match.start() : match.end()] = " " * (match.end() - match.start())
     return "".join(chars)
 
 

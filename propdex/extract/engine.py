@@ -24,6 +24,7 @@ import contextlib
 import functools
 import io
 import logging
+import re
 from dataclasses import dataclass, field
 
 import pymupdf
@@ -38,6 +39,12 @@ OCR_LANGUAGE = "eng"
 _HEADINGS = ("title", "section-header")
 _MAX_HEADING_LEVEL = 6
 _NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
+_SENTENCE_ENDS = (".", "!", "?", ":", ";")
+_CLOSING_MARKS = "\"'”’)]*"
+# Boxes of running text (a fast-mode fallback page is one such box).
+_RUNNING_TEXT = ("text", "list-item", "")
+# A caption the engine classes as text.
+_CAPTION = re.compile(r"(?:Figure|Fig\.|Table|Exhibit|Chart)\s*\d+[a-z]?\s*[:.|]")
 
 
 @dataclass
@@ -50,6 +57,7 @@ class Piece:
     heading_size: int | None = None
     # The box's lines as printed, with their rectangles (for the furniture detector)
     lines: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
+    kind: str = ""  # the engine's box class ("text", "caption", "table"...)
 
 
 @dataclass
@@ -154,13 +162,16 @@ def _box_piece(box, rect, list_level: int) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        return _table_piece(box.table or {}, rect)
+        piece = _table_piece(box.table or {}, rect)
+        if piece is not None:
+            piece.kind = kind
+        return piece
     lines = box.textlines or []
     if not lines:
         return None
     if kind in _HEADINGS:
         title = _one_line(lines_text(lines))
-        return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0)
+        return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0, kind=kind)
     if kind in ("picture", "formula"):
         # Labels and values drawn inside a chart or a formula: one line each, as printed.
         raw = "\n".join(" ".join(s["text"] for s in line["spans"]) for line in lines)
@@ -173,7 +184,7 @@ def _box_piece(box, rect, list_level: int) -> Piece | None:
     else:
         raw = lines_text(lines)
     text = normalise_pdf_text(raw)
-    return Piece(text, [(0, len(text), rect)])
+    return Piece(text, [(0, len(text), rect)], kind=kind)
 
 
 def _one_line(text: str) -> str:
@@ -248,9 +259,59 @@ def heading_levels(sizes: set[int]) -> dict[int, int]:
     return {size: min(ranked.index(size) + 1, _MAX_HEADING_LEVEL) for size in ranked}
 
 
+def _ends_mid_sentence(piece: Piece) -> bool:
+    return (piece.kind == "text" and not _CAPTION.match(piece.text)
+            and not piece.text.rstrip(_CLOSING_MARKS).endswith(_SENTENCE_ENDS))
+
+
+def _continues(piece: Piece) -> bool:
+    return piece.kind == "text" and piece.text[:1].islower()
+
+
+def _out_of_flow(piece: Piece) -> bool:
+    """A figure with its labels (which the engine may class as headings), a caption, a
+    table, a formula or a footnote: what a paragraph flows around."""
+    return piece.kind not in _RUNNING_TEXT or bool(_CAPTION.match(piece.text))
+
+
+def rejoin_paragraphs(previous: PagePieces | None, page: PagePieces) -> None:
+    """Put back together a paragraph the engine cut around a figure, a table or a footnote.
+
+    On one page, a paragraph that ends in mid-sentence and the next paragraph of running
+    text, when it starts in lower case, are one paragraph; what stood between them follows
+    it. At the top of a page, a paragraph that starts in lower case after only figures,
+    captions, tables and footnotes, where the page before ends in mid-sentence, moves to the
+    top: it goes on with that sentence ("... computed as a weighted sum" / Figure 2 and its
+    caption / "of the values, where ..."). Otherwise the figure cuts the sentence for the
+    chunker, the sentence splitter and the offline propositions (which drop a sentence that
+    starts in lower case)."""
+    pieces = page.pieces
+    running = [p for p in previous.pieces if p.kind in _RUNNING_TEXT] if previous else []
+    if running and _ends_mid_sentence(running[-1]):
+        first = next((n for n, p in enumerate(pieces) if not _out_of_flow(p)), None)
+        if first and _continues(pieces[first]):
+            pieces.insert(0, pieces.pop(first))
+    index = 0
+    while index < len(pieces):
+        piece = pieces[index]
+        if _ends_mid_sentence(piece):
+            after = next((n for n in range(index + 1, len(pieces))
+                          if not _out_of_flow(pieces[n])), None)
+            if after is not None and _continues(pieces[after]):
+                rest = pieces.pop(after)
+                shift = len(piece.text) + 1
+                piece.text = f"{piece.text} {rest.text}"
+                piece.parts += [(start + shift, end + shift, rect) for start, end, rect in rest.parts]
+                piece.lines += rest.lines
+                continue  # the joined paragraph may go on further down the page
+        index += 1
+
+
 def assemble(pages: list[PagePieces]) -> LayoutPages:
     """Page texts with paragraphs joined by blank lines, headings written with their ``#``
     level, and each page's regions and sections relative to the page start."""
+    for number, page in enumerate(pages):
+        rejoin_paragraphs(pages[number - 1] if number else None, page)
     levels = heading_levels({p.heading_size for page in pages for p in page.pieces
                              if p.heading_size is not None})
     texts, regions, sections = [], [], []

@@ -48,6 +48,9 @@ TEXT_FLAGS = pymupdf.TEXT_MEDIABOX_CLIP | pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
 # Below this many non-whitespace characters in the whole document there is no usable text
 # layer (page numbers or a stray header on a scan).
 MIN_TEXT_CHARS = 20
+# Below this many non-whitespace characters a page has no text layer of its own and the
+# layout reader lets the engine OCR it: a scan carries at most a stamped number or header.
+MIN_PAGE_TEXT_CHARS = 100
 
 # PyMuPDF shares one MuPDF context per process and is not thread-safe, while the pipeline
 # extracts documents from worker threads; whoever else calls PyMuPDF should hold this lock.
@@ -64,6 +67,7 @@ _FILE_NAME_TITLE = re.compile(
 _HEADING_NUMBER = r"(?:(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)+|[A-Z]|[IVX]+)\.?(?:[^\S\n]+|[^\S\n]*\n))?"
 # The "## " a heading line of the layout reader starts with.
 _MARKDOWN_HEADING = r"(?:#{1,6} )?"
+_MARKDOWN_HEADING_REQUIRED = r"#{1,6} "
 _PLACEHOLDER_TITLES = {"untitled", "untitled document", "title", "unknown", "none", "document"}
 
 
@@ -213,10 +217,11 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     # on the corpus its text was as complete as reading every page by OCR (bench/RESULTS.md).
     ocr = doc.is_pdf and tesseract_available()
     for index in range(doc.page_count):
+        text_page = _text_page(doc, index, path, source)
         if index == 0 and title is None:
-            title = _first_page_title(_text_page(doc, index, path, source).extractDICT())
+            title = _first_page_title(text_page.extractDICT())
         try:
-            pages.append(engine.read_page(doc, index, ocr))
+            pages.append(engine.read_page(doc, index, ocr and _lacks_text(text_page)))
         except Exception:  # the engine's models and heuristics on a page they cannot handle
             fallback.append(index + 1)
             pages.append(_fast_page(doc, index, path, source))
@@ -237,6 +242,14 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     sections = _toc_sections(doc, text, spans, _MARKDOWN_HEADING) or headings
     return PdfContent(text, spans, title, sections, doc.page_count, any(p.ocr for p in pages),
                       layout.furniture_removed, "layout", fallback, regions)
+
+
+def _lacks_text(text_page: pymupdf.TextPage) -> bool:
+    """Whether a page has too little text of its own to be read without OCR (a scan, maybe
+    with a stamped page number). A page with a text layer is not OCRed for its pictures:
+    Tesseract reads a diagram or a photo as noise ("MEEKedI", "a a | — re") that lands in
+    chunks and propositions, while the figure's caption is text already."""
+    return non_space_length(normalise_pdf_text(text_page.extractText())) < MIN_PAGE_TEXT_CHARS
 
 
 def _text_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> pymupdf.TextPage:
@@ -391,12 +404,20 @@ def _find_heading(text: str, title: str, start: int, pages: list[PageSpan],
 
     The title inside running text does not count: chunks are cut at section starts, and a
     start in mid-sentence would cut that sentence. The offset is the line start, number
-    included, so a chunk beginning with "3.2 Title" belongs to that section."""
+    included, so a chunk beginning with "3.2 Title" belongs to that section.
+
+    With a ``heading_prefix`` (the layout reader's Markdown headings) a heading line is
+    looked for first and a bare line only where none matches: a figure's label or a table
+    cell can hold just the title too ("Multi-Head Attention" above Figure 2 of the
+    Transformer paper, before its section 3.2.2)."""
     words = r"(?i:" + r"\s*".join(re.escape(w) for w in title.split()) + ")"
-    heading_line = re.compile(
-        r"(?:^|(?<=\n))[^\S\n]*" + heading_prefix + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
-    )
-    match = heading_line.search(text, start, pages[0].end)
-    for later in pages[1:]:
-        match = match or heading_line.search(text, later.start, later.end)
-    return match.start() if match else start
+    for prefix in ([_MARKDOWN_HEADING_REQUIRED, heading_prefix] if heading_prefix else [""]):
+        heading_line = re.compile(
+            r"(?:^|(?<=\n))[^\S\n]*" + prefix + _HEADING_NUMBER + words + r"[^\S\n]*(?=\n|$)"
+        )
+        match = heading_line.search(text, start, pages[0].end)
+        for later in pages[1:]:
+            match = match or heading_line.search(text, later.start, later.end)
+        if match:
+            return match.start()
+    return start

@@ -3,7 +3,9 @@ holding the run, and a decompression-bomb-like PDF is refused without exhausting
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -12,8 +14,8 @@ import pytest
 
 from propdex.cli import main
 from propdex.deadlines import Deadline
-from propdex.errors import DocumentTimeoutError, DocumentTooLargeError
-from propdex.extract.isolated import extract_isolated
+from propdex.errors import DocumentTimeoutError, DocumentTooLargeError, ExtractionError
+from propdex.extract.isolated import extract_isolated, stop_workers
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
@@ -113,3 +115,52 @@ def test_a_document_stuck_in_the_llm_times_out_and_the_run_goes_on(scripted_serv
     failed = next(d for d in documents if d["status"] == "failed")
     assert ("timeout", "timed out: not done within document_timeout_s=8 s (propositions)") == (
         failed["error_kind"], failed["error"])
+
+
+def _extraction_workers() -> set[int]:
+    """Live extraction worker processes started by this test process."""
+    pids = set()
+    for task in Path("/proc/self/task").iterdir():
+        pids.update(int(pid) for pid in (task / "children").read_text().split())
+    return {pid for pid in pids
+            if b"propdex.extract.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+
+
+def _extract_in_background(path: Path, settings: Settings) -> threading.Thread:
+    def read() -> None:
+        with contextlib.suppress(ExtractionError):
+            extract_isolated(path, settings)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    return thread
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_layout_documents_extracted_at_once_share_one_worker_process(tmp_path):
+    stop_workers()
+    pdfs = [make_pdf(tmp_path / f"doc{n}.pdf", [f"Document {n} is about basalt."]) for n in range(3)]
+    threads = [_extract_in_background(pdf, Settings(pdf_reader="layout")) for pdf in pdfs]
+    for thread in threads:
+        thread.join()
+    assert 1 == len(_extraction_workers())
+
+
+def test_a_document_waiting_for_the_extraction_slot_times_out_at_its_deadline(slow_pdf, tmp_path):
+    one_slot = Settings(extract_workers=1, pdf_reader="fast")
+    busy = _extract_in_background(slow_pdf, one_slot)
+    time.sleep(0.5)  # the slow document holds the only slot
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    with pytest.raises(DocumentTimeoutError):
+        extract_isolated(good, one_slot, Deadline(str(good), time.monotonic() + 1.0, 1.0))
+    busy.join()
+
+
+def test_with_two_slots_a_document_is_read_while_another_is_busy(slow_pdf, tmp_path):
+    two_slots = Settings(extract_workers=2, pdf_reader="fast")
+    busy = _extract_in_background(slow_pdf, two_slots)
+    time.sleep(0.5)
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    read = extract_isolated(good, two_slots).text
+    assert ("Basalt is a volcanic rock.", True) == (read, busy.is_alive())
+    busy.join()

@@ -10,6 +10,12 @@ run down. Workers are plain subprocesses (not multiprocessing children: those re
 the caller's main script and cannot be started from daemonic processes such as some Dask
 workers); they stay alive between documents, so the interpreter and PyMuPDF start-up is
 paid once per worker, not per document.
+
+Documents wait for one of ``extract_workers`` slots before they get a worker. The layout
+engine's ONNX Runtime sessions already run each page on every core (one intra-op thread
+per physical core, pinned to it, spinning while it waits): a second document read at the
+same time only adds a worker with its own models, and threads that fight over the same
+cores (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 
 import propdex.errors as errors
 from propdex.deadlines import Deadline
+from propdex.embed.base import usable_cores
 from propdex.errors import DocumentTooLargeError, ExtractionError
 from propdex.extract import PYMUPDF_SUFFIXES, extract_document
 from propdex.extract.worker import TOO_LARGE, WorkerResult
@@ -97,9 +105,54 @@ def _exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
+class _Slots:
+    """Extractions running at once in this process, up to a limit given at each request
+    (runs with different settings may share the process)."""
+
+    def __init__(self) -> None:
+        self._busy = 0
+        self._changed = threading.Condition()
+
+    def take(self, limit: int, timeout: float | None) -> bool:
+        """Take a slot once fewer than ``limit`` are taken; False when ``timeout`` passed first."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._busy < limit, timeout):
+                return False
+            self._busy += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._changed:
+            self._busy -= 1
+            self._changed.notify_all()
+
+
+_slots = _Slots()
+
+
+def extraction_slots(settings: Settings) -> int:
+    """Documents extracted at once: ``extract_workers``, or by default one with the layout
+    reader (its ONNX models use every core already) and one per core with the fast reader."""
+    if settings.extract_workers:
+        return settings.extract_workers
+    return 1 if settings.pdf_reader == "layout" else usable_cores()
+
+
 def run_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
-    """Extract ``source`` in a worker process; None when ``timeout`` seconds passed first
-    (that worker is killed). A crashed worker raises ExtractionError naming the signal."""
+    """Extract ``source`` in a worker process once an extraction slot is free; None when
+    ``timeout`` seconds passed first (a worker still busy with it is killed). A crashed
+    worker raises ExtractionError naming the signal."""
+    started = time.monotonic()
+    if not _slots.take(extraction_slots(settings), timeout):
+        return None
+    try:
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        return _extract_in_worker(source, settings, left)
+    finally:
+        _slots.give_back()
+
+
+def _extract_in_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
     worker = _acquire(settings.extract_memory_mb)
     try:
         worker.requests.send((source, settings))

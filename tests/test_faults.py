@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 import zlib
@@ -15,7 +16,7 @@ import pytest
 from propdex.cli import main
 from propdex.deadlines import Deadline
 from propdex.errors import DocumentTimeoutError, DocumentTooLargeError, ExtractionError
-from propdex.extract.isolated import extract_isolated, stop_workers
+from propdex.extract.isolated import extract_isolated, start_worker, stop_workers
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
@@ -119,11 +120,13 @@ def test_a_document_stuck_in_the_llm_times_out_and_the_run_goes_on(scripted_serv
 
 def _extraction_workers() -> set[int]:
     """Live extraction worker processes started by this test process."""
-    pids = set()
-    for task in Path("/proc/self/task").iterdir():
-        pids.update(int(pid) for pid in (task / "children").read_text().split())
-    return {pid for pid in pids
-            if b"propdex.extract.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+    workers = set()
+    for process in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            parent = int((process / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and b"propdex.extract.worker" in (process / "cmdline").read_bytes():
+                workers.add(int(process.name))
+    return workers
 
 
 def _extract_in_background(path: Path, settings: Settings) -> threading.Thread:
@@ -136,7 +139,7 @@ def _extract_in_background(path: Path, settings: Settings) -> threading.Thread:
     return thread
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
 def test_layout_documents_extracted_at_once_share_one_worker_process(tmp_path):
     stop_workers()
     pdfs = [make_pdf(tmp_path / f"doc{n}.pdf", [f"Document {n} is about basalt."]) for n in range(3)]
@@ -164,3 +167,13 @@ def test_with_two_slots_a_document_is_read_while_another_is_busy(slow_pdf, tmp_p
     read = extract_isolated(good, two_slots).text
     assert ("Basalt is a volcanic rock.", True) == (read, busy.is_alive())
     busy.join()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_a_worker_started_ahead_reads_the_first_document(tmp_path):
+    stop_workers()
+    start_worker(Settings())
+    started = _extraction_workers()
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    extract_isolated(good, Settings())
+    assert (1, started) == (len(started), _extraction_workers())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import logging
 import os
@@ -118,6 +119,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         api = _early_api(dask)
     # The model is loaded where documents embed: here, unless Dask workers do it.
     warm_up = not dask and (plan is None or bool(plan.to_process))
+    if warm_up and _may_read_pdfs(args.paths, plan):
+        from propdex.extract.isolated import start_worker
+
+        start_worker(settings)
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
         state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
@@ -126,6 +131,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"propdex: ingest failed: {summary}", file=sys.stderr)
         return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
     return _report_ingest(summary, args)
+
+
+def _may_read_pdfs(paths: list[str], plan) -> bool:
+    """Whether the run may extract a PDF (or another format PyMuPDF reads): a planned
+    document, or, before planning, any path but a text or Markdown file."""
+    from propdex.extract import PYMUPDF_SUFFIXES
+
+    if plan is not None:
+        return any(item.source.lower().endswith(PYMUPDF_SUFFIXES) for item in plan.to_process)
+    return any(not os.path.isfile(path) or path.lower().endswith(PYMUPDF_SUFFIXES) for path in paths)
 
 
 def _early_api(dask: bool):
@@ -145,6 +160,9 @@ def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_u
     loader = threading.Thread(target=warm_up_embedder, args=(settings,), daemon=True)
     if warm_up:
         loader.start()
+        # LanceDB takes about a second of CPU to import, which the first commit would pay
+        # while other documents are being read; here it overlaps Prefect's start-up.
+        threading.Thread(target=importlib.import_module, args=("lancedb",), daemon=True).start()
     from flows.ingest import ingest
 
     for name in ("prefect.task_runs", "prefect.flow_runs"):

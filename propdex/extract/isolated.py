@@ -88,6 +88,13 @@ def _release(worker: _Worker) -> None:
     worker.stop()
 
 
+def start_worker(settings: Settings) -> None:
+    """Start an extraction worker now and leave it idle, so that its interpreter and
+    PyMuPDF start-up overlap other start-up work (the CLI: Prefect's API) rather than
+    delaying the first document."""
+    _release(_Worker(settings.extract_memory_mb))
+
+
 @atexit.register
 def stop_workers() -> None:
     with _lock:

@@ -140,13 +140,32 @@ def _extract_in_background(path: Path, settings: Settings) -> threading.Thread:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
-def test_layout_documents_extracted_at_once_share_one_worker_process(tmp_path):
+def test_documents_extracted_at_once_with_one_slot_share_one_worker_process(tmp_path):
     stop_workers()
     pdfs = [make_pdf(tmp_path / f"doc{n}.pdf", [f"Document {n} is about basalt."]) for n in range(3)]
-    threads = [_extract_in_background(pdf, Settings(pdf_reader="layout")) for pdf in pdfs]
+    threads = [_extract_in_background(pdf, Settings(extract_workers=1)) for pdf in pdfs]
     for thread in threads:
         thread.join()
     assert 1 == len(_extraction_workers())
+
+
+def _onnx_threads_of_workers() -> set[str]:
+    values = set()
+    for pid in _extraction_workers():
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        values |= {v.split(b"=", 1)[1].decode() for v in variables
+                   if v.startswith(b"ORT_INTRA_OP_NUM_THREADS=")}
+    return values
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_worker_runs_the_layout_engine_on_its_share_of_the_cores(slots, tmp_path, monkeypatch):
+    monkeypatch.delenv("ORT_INTRA_OP_NUM_THREADS", raising=False)
+    stop_workers()
+    extract_isolated(make_pdf(tmp_path / "doc.pdf", ["Basalt is a volcanic rock."]),
+                     Settings(extract_workers=slots))
+    assert {str(max(1, len(os.sched_getaffinity(0)) // slots))} == _onnx_threads_of_workers()
 
 
 def test_a_document_waiting_for_the_extraction_slot_times_out_at_its_deadline(slow_pdf, tmp_path):

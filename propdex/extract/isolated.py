@@ -11,11 +11,13 @@ the caller's main script and cannot be started from daemonic processes such as s
 workers); they stay alive between documents, so the interpreter and PyMuPDF start-up is
 paid once per worker, not per document.
 
-Documents wait for one of ``extract_workers`` slots before they get a worker. The layout
-engine's ONNX Runtime sessions already run each page on every core (one intra-op thread
-per physical core, pinned to it, spinning while it waits): a second document read at the
-same time only adds a worker with its own models, and threads that fight over the same
-cores (bench/RESULTS.md).
+Documents wait for one of ``extract_workers`` slots (by default one per core) before they
+get a worker, and each worker's ONNX Runtime gets its share of the cores. The layout
+engine creates its sessions without a thread count, so by default each would run one
+intra-op thread per physical core, pinned to it and spinning while it waits: with a worker
+per document, workers fight over the same cores and the spinning burns the CPU the other
+stages need (bench/RESULTS.md). ONNX Runtime sizes such pools from
+``ORT_INTRA_OP_NUM_THREADS``, which the worker is started with unless it is already set.
 """
 
 from __future__ import annotations
@@ -40,14 +42,18 @@ from propdex.models import ExtractedDocument
 from propdex.settings import Settings
 
 MAX_IDLE_WORKERS = 4
+ONNX_THREADS_VARIABLE = "ORT_INTRA_OP_NUM_THREADS"
 
 
 class _Worker:
-    def __init__(self, memory_mb: int):
-        self.memory_mb = memory_mb
+    def __init__(self, kind: tuple[int, int]):
+        self.kind = kind
+        memory_mb, onnx_threads = kind
+        environment = dict(os.environ)
+        environment.setdefault(ONNX_THREADS_VARIABLE, str(onnx_threads))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "propdex.extract.worker", str(memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=environment,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
@@ -70,14 +76,14 @@ _lock = threading.Lock()
 _idle: list[_Worker] = []
 
 
-def _acquire(memory_mb: int) -> _Worker:
+def _acquire(kind: tuple[int, int]) -> _Worker:
     with _lock:
         while _idle:
             worker = _idle.pop()
-            if worker.alive() and worker.memory_mb == memory_mb:
+            if worker.alive() and worker.kind == kind:
                 return worker
             worker.stop()
-    return _Worker(memory_mb)
+    return _Worker(kind)
 
 
 def _release(worker: _Worker) -> None:
@@ -92,7 +98,7 @@ def start_worker(settings: Settings) -> None:
     """Start an extraction worker now and leave it idle, so that its interpreter and
     PyMuPDF start-up overlap other start-up work (the CLI: Prefect's API) rather than
     delaying the first document."""
-    _release(_Worker(settings.extract_memory_mb))
+    _release(_Worker(_worker_kind(settings)))
 
 
 @atexit.register
@@ -138,11 +144,13 @@ _slots = _Slots()
 
 
 def extraction_slots(settings: Settings) -> int:
-    """Documents extracted at once: ``extract_workers``, or by default one with the layout
-    reader (its ONNX models use every core already) and one per core with the fast reader."""
-    if settings.extract_workers:
-        return settings.extract_workers
-    return 1 if settings.pdf_reader == "layout" else usable_cores()
+    """Documents extracted at once: ``extract_workers``, by default one per core."""
+    return settings.extract_workers or usable_cores()
+
+
+def _worker_kind(settings: Settings) -> tuple[int, int]:
+    """(memory ceiling, ONNX Runtime threads) of a worker: the cores shared among the slots."""
+    return settings.extract_memory_mb, max(1, usable_cores() // extraction_slots(settings))
 
 
 def run_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
@@ -160,7 +168,7 @@ def run_worker(source: str, settings: Settings, timeout: float | None) -> Worker
 
 
 def _extract_in_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
-    worker = _acquire(settings.extract_memory_mb)
+    worker = _acquire(_worker_kind(settings))
     try:
         worker.requests.send((source, settings))
         if not worker.answers.poll(timeout):

@@ -16,7 +16,7 @@ import pytest
 from propdex.cli import main
 from propdex.deadlines import Deadline
 from propdex.errors import DocumentTimeoutError, DocumentTooLargeError, ExtractionError
-from propdex.extract.isolated import extract_isolated, start_worker, stop_workers
+from propdex.extract.isolated import extract_isolated, start_workers, stop_workers
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
@@ -189,10 +189,13 @@ def test_with_two_slots_a_document_is_read_while_another_is_busy(slow_pdf, tmp_p
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
-def test_a_worker_started_ahead_reads_the_first_document(tmp_path):
+def test_workers_started_ahead_read_the_documents(tmp_path):
     stop_workers()
-    start_worker(Settings())
+    two_slots = Settings(extract_workers=2)
+    start_workers(two_slots, 3)
     started = _extraction_workers()
-    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
-    extract_isolated(good, Settings())
-    assert (1, started) == (len(started), _extraction_workers())
+    pdfs = [make_pdf(tmp_path / f"doc{n}.pdf", [f"Document {n} is about basalt."]) for n in range(3)]
+    threads = [_extract_in_background(pdf, two_slots) for pdf in pdfs]
+    for thread in threads:
+        thread.join()
+    assert (2, started) == (len(started), _extraction_workers())

@@ -119,10 +119,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         api = _early_api(dask)
     # The model is loaded where documents embed: here, unless Dask workers do it.
     warm_up = not dask and (plan is None or bool(plan.to_process))
-    if warm_up and _may_read_pdfs(args.paths, plan):
-        from propdex.extract.isolated import start_worker
+    if warm_up:
+        from propdex.extract.isolated import start_workers
 
-        start_worker(settings)
+        start_workers(settings, _pdfs_to_read(args.paths, plan))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
         state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
@@ -133,14 +133,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return _report_ingest(summary, args)
 
 
-def _may_read_pdfs(paths: list[str], plan) -> bool:
-    """Whether the run may extract a PDF (or another format PyMuPDF reads): a planned
-    document, or, before planning, any path but a text or Markdown file."""
+def _pdfs_to_read(paths: list[str], plan) -> int:
+    """How many PDFs (or other formats PyMuPDF reads) the run may extract, at least: the
+    planned ones, or, before planning, the PDF files named (a folder or a glob counts as
+    many)."""
     from propdex.extract import PYMUPDF_SUFFIXES
 
     if plan is not None:
-        return any(item.source.lower().endswith(PYMUPDF_SUFFIXES) for item in plan.to_process)
-    return any(not os.path.isfile(path) or path.lower().endswith(PYMUPDF_SUFFIXES) for path in paths)
+        return sum(item.source.lower().endswith(PYMUPDF_SUFFIXES) for item in plan.to_process)
+    if any(not os.path.isfile(path) for path in paths):
+        return sys.maxsize  # a folder or a glob: start a worker for every slot
+    return sum(path.lower().endswith(PYMUPDF_SUFFIXES) for path in paths)
 
 
 def _early_api(dask: bool):

@@ -94,11 +94,12 @@ def _release(worker: _Worker) -> None:
     worker.stop()
 
 
-def start_worker(settings: Settings) -> None:
-    """Start an extraction worker now and leave it idle, so that its interpreter and
-    PyMuPDF start-up overlap other start-up work (the CLI: Prefect's API) rather than
-    delaying the first document."""
-    _release(_Worker(_worker_kind(settings)))
+def start_workers(settings: Settings, documents: int) -> None:
+    """Start the extraction workers ``documents`` PDFs will use (one per slot at most) now
+    and leave them idle, so that their interpreter and PyMuPDF start-up overlap other
+    start-up work (the CLI: Prefect's API) rather than delaying the first documents."""
+    for _ in range(min(documents, extraction_slots(settings), MAX_IDLE_WORKERS)):
+        _release(_Worker(_worker_kind(settings)))
 
 
 @atexit.register

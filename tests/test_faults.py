@@ -199,3 +199,16 @@ def test_workers_started_ahead_read_the_documents(tmp_path):
     for thread in threads:
         thread.join()
     assert (2, started) == (len(started), _extraction_workers())
+
+
+@pytest.mark.prefect
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_an_ingest_of_one_pdf_gives_its_extraction_worker_every_core(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PROPDEX_LLM", "offline")
+    monkeypatch.delenv("ORT_INTRA_OP_NUM_THREADS", raising=False)
+    stop_workers()
+    pdf = make_pdf(tmp_path / "one.pdf", ["Basalt is a volcanic rock. It cools fast."])
+
+    code = main(["ingest", str(pdf), "--db", str(tmp_path / "db"), "--json"])
+
+    assert (0, {str(len(os.sched_getaffinity(0)))}) == (code, _onnx_threads_of_workers())

@@ -137,13 +137,13 @@ def _pdfs_to_read(paths: list[str], plan) -> int:
     """How many PDFs (or other formats PyMuPDF reads) the run may extract, at least: the
     planned ones, or, before planning, the PDF files named (a folder or a glob counts as
     many)."""
-    from propdex.extract import PYMUPDF_SUFFIXES
+    from propdex.extract.isolated import pymupdf_sources
 
     if plan is not None:
-        return sum(item.source.lower().endswith(PYMUPDF_SUFFIXES) for item in plan.to_process)
+        return pymupdf_sources(item.source for item in plan.to_process)
     if any(not os.path.isfile(path) for path in paths):
         return sys.maxsize  # a folder or a glob: start a worker for every slot
-    return sum(path.lower().endswith(PYMUPDF_SUFFIXES) for path in paths)
+    return pymupdf_sources(paths)
 
 
 def _early_api(dask: bool):

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from multiprocessing.connection import Connection
 
 import propdex.errors as errors
@@ -97,7 +98,9 @@ def _release(worker: _Worker) -> None:
 def start_workers(settings: Settings, documents: int) -> None:
     """Start the extraction workers ``documents`` PDFs will use (one per slot at most) now
     and leave them idle, so that their interpreter and PyMuPDF start-up overlap other
-    start-up work (the CLI: Prefect's API) rather than delaying the first documents."""
+    start-up work (the CLI: Prefect's API) rather than delaying the first documents. The
+    flow gives its tasks ``for_documents(settings, documents)``, so they take these workers."""
+    settings = for_documents(settings, documents)
     for _ in range(min(documents, extraction_slots(settings), MAX_IDLE_WORKERS)):
         _release(_Worker(_worker_kind(settings)))
 
@@ -147,6 +150,20 @@ _slots = _Slots()
 def extraction_slots(settings: Settings) -> int:
     """Documents extracted at once: ``extract_workers``, by default one per core."""
     return settings.extract_workers or usable_cores()
+
+
+def pymupdf_sources(sources: Iterable[str]) -> int:
+    """How many of ``sources`` are read in extraction workers (PDFs and other formats
+    PyMuPDF opens)."""
+    return sum(source.lower().endswith(PYMUPDF_SUFFIXES) for source in sources)
+
+
+def for_documents(settings: Settings, documents: int) -> Settings:
+    """``settings`` for a run that extracts ``documents`` PDFs: no more slots than documents,
+    so that a run of one PDF gives its worker every core."""
+    slots = max(1, min(extraction_slots(settings), documents))
+    return settings if slots == settings.extract_workers else settings.model_copy(
+        update={"extract_workers": slots})
 
 
 def _worker_kind(settings: Settings) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from propdex.errors import (
     StorageError,
     error_kind,
 )
+from propdex.extract.isolated import for_documents, pymupdf_sources
 from propdex.ids import doc_id_for
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.settings import Settings
@@ -100,6 +101,8 @@ def ingest(
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
     plan = plan_run(sources, settings, force, prune_removed, options.document_metadata())
+    # Fewer PDFs than extraction slots: their workers share all the cores among them.
+    settings = for_documents(settings, pymupdf_sources(item.source for item in plan.to_process))
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
     fp = plan.fingerprint

@@ -176,6 +176,10 @@ class Settings(BaseSettings):
     extract_memory_mb: int = Field(
         2048, ge=64, description="Memory (address space) a PDF's extraction process may add."
     )
+    extract_workers: int = Field(
+        0, ge=0, description="PDFs read at once, each in an extraction worker process whose "
+        "layout engine runs on its share of the cores; 0 = one per core.",
+    )
     # Security: every file read must resolve under one of these folders; empty = anywhere
     # (the CLI's default). Deployments set PROPDEX_ALLOWED_ROOTS in their job variables;
     # it is deliberately not an IngestOptions field, so a run form cannot widen it.

@@ -3,7 +3,10 @@ holding the run, and a decompression-bomb-like PDF is refused without exhausting
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -12,8 +15,8 @@ import pytest
 
 from propdex.cli import main
 from propdex.deadlines import Deadline
-from propdex.errors import DocumentTimeoutError, DocumentTooLargeError
-from propdex.extract.isolated import extract_isolated
+from propdex.errors import DocumentTimeoutError, DocumentTooLargeError, ExtractionError
+from propdex.extract.isolated import extract_isolated, start_workers, stop_workers
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
@@ -113,3 +116,99 @@ def test_a_document_stuck_in_the_llm_times_out_and_the_run_goes_on(scripted_serv
     failed = next(d for d in documents if d["status"] == "failed")
     assert ("timeout", "timed out: not done within document_timeout_s=8 s (propositions)") == (
         failed["error_kind"], failed["error"])
+
+
+def _extraction_workers() -> set[int]:
+    """Live extraction worker processes started by this test process."""
+    workers = set()
+    for process in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            parent = int((process / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and b"propdex.extract.worker" in (process / "cmdline").read_bytes():
+                workers.add(int(process.name))
+    return workers
+
+
+def _extract_in_background(path: Path, settings: Settings) -> threading.Thread:
+    def read() -> None:
+        with contextlib.suppress(ExtractionError):
+            extract_isolated(path, settings)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    return thread
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_documents_extracted_at_once_with_one_slot_share_one_worker_process(tmp_path):
+    stop_workers()
+    pdfs = [make_pdf(tmp_path / f"doc{n}.pdf", [f"Document {n} is about basalt."]) for n in range(3)]
+    threads = [_extract_in_background(pdf, Settings(extract_workers=1)) for pdf in pdfs]
+    for thread in threads:
+        thread.join()
+    assert 1 == len(_extraction_workers())
+
+
+def _onnx_threads_of_workers() -> set[str]:
+    values = set()
+    for pid in _extraction_workers():
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        values |= {v.split(b"=", 1)[1].decode() for v in variables
+                   if v.startswith(b"ORT_INTRA_OP_NUM_THREADS=")}
+    return values
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_worker_runs_the_layout_engine_on_its_share_of_the_cores(slots, tmp_path, monkeypatch):
+    monkeypatch.delenv("ORT_INTRA_OP_NUM_THREADS", raising=False)
+    stop_workers()
+    extract_isolated(make_pdf(tmp_path / "doc.pdf", ["Basalt is a volcanic rock."]),
+                     Settings(extract_workers=slots))
+    assert {str(max(1, len(os.sched_getaffinity(0)) // slots))} == _onnx_threads_of_workers()
+
+
+def test_a_document_waiting_for_the_extraction_slot_times_out_at_its_deadline(slow_pdf, tmp_path):
+    one_slot = Settings(extract_workers=1, pdf_reader="fast")
+    busy = _extract_in_background(slow_pdf, one_slot)
+    time.sleep(0.5)  # the slow document holds the only slot
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    with pytest.raises(DocumentTimeoutError):
+        extract_isolated(good, one_slot, Deadline(str(good), time.monotonic() + 1.0, 1.0))
+    busy.join()
+
+
+def test_with_two_slots_a_document_is_read_while_another_is_busy(slow_pdf, tmp_path):
+    two_slots = Settings(extract_workers=2, pdf_reader="fast")
+    busy = _extract_in_background(slow_pdf, two_slots)
+    time.sleep(0.5)
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    read = extract_isolated(good, two_slots).text
+    assert ("Basalt is a volcanic rock.", True) == (read, busy.is_alive())
+    busy.join()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_workers_started_ahead_read_the_documents(tmp_path):
+    stop_workers()
+    two_slots = Settings(extract_workers=2)
+    start_workers(two_slots, 3)
+    started = _extraction_workers()
+    pdfs = [make_pdf(tmp_path / f"doc{n}.pdf", [f"Document {n} is about basalt."]) for n in range(3)]
+    threads = [_extract_in_background(pdf, two_slots) for pdf in pdfs]
+    for thread in threads:
+        thread.join()
+    assert (2, started) == (len(started), _extraction_workers())
+
+
+@pytest.mark.prefect
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_an_ingest_of_one_pdf_gives_its_extraction_worker_every_core(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PROPDEX_LLM", "offline")
+    monkeypatch.delenv("ORT_INTRA_OP_NUM_THREADS", raising=False)
+    stop_workers()
+    pdf = make_pdf(tmp_path / "one.pdf", ["Basalt is a volcanic rock. It cools fast."])
+
+    code = main(["ingest", str(pdf), "--db", str(tmp_path / "db"), "--json"])
+
+    assert (0, {str(len(os.sched_getaffinity(0)))}) == (code, _onnx_threads_of_workers())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import logging
 import os
@@ -118,6 +119,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         api = _early_api(dask)
     # The model is loaded where documents embed: here, unless Dask workers do it.
     warm_up = not dask and (plan is None or bool(plan.to_process))
+    if warm_up:
+        from propdex.extract.isolated import start_workers
+
+        start_workers(settings, _pdfs_to_read(args.paths, plan))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
         state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
@@ -126,6 +131,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"propdex: ingest failed: {summary}", file=sys.stderr)
         return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
     return _report_ingest(summary, args)
+
+
+def _pdfs_to_read(paths: list[str], plan) -> int:
+    """How many PDFs (or other formats PyMuPDF reads) the run may extract, at least: the
+    planned ones, or, before planning, the PDF files named (a folder or a glob counts as
+    many)."""
+    from propdex.extract.isolated import pymupdf_sources
+
+    if plan is not None:
+        return pymupdf_sources(item.source for item in plan.to_process)
+    if any(not os.path.isfile(path) for path in paths):
+        return sys.maxsize  # a folder or a glob: start a worker for every slot
+    return pymupdf_sources(paths)
 
 
 def _early_api(dask: bool):
@@ -145,6 +163,9 @@ def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_u
     loader = threading.Thread(target=warm_up_embedder, args=(settings,), daemon=True)
     if warm_up:
         loader.start()
+        # LanceDB takes about a second of CPU to import, which the first commit would pay
+        # while other documents are being read; here it overlaps Prefect's start-up.
+        threading.Thread(target=importlib.import_module, args=("lancedb",), daemon=True).start()
     from flows.ingest import ingest
 
     for name in ("prefect.task_runs", "prefect.flow_runs"):

@@ -10,6 +10,14 @@ run down. Workers are plain subprocesses (not multiprocessing children: those re
 the caller's main script and cannot be started from daemonic processes such as some Dask
 workers); they stay alive between documents, so the interpreter and PyMuPDF start-up is
 paid once per worker, not per document.
+
+Documents wait for one of ``extract_workers`` slots (by default one per core) before they
+get a worker, and each worker's ONNX Runtime gets its share of the cores. The layout
+engine creates its sessions without a thread count, so by default each would run one
+intra-op thread per physical core, pinned to it and spinning while it waits: with a worker
+per document, workers fight over the same cores and the spinning burns the CPU the other
+stages need (bench/RESULTS.md). ONNX Runtime sizes such pools from
+``ORT_INTRA_OP_NUM_THREADS``, which the worker is started with unless it is already set.
 """
 
 from __future__ import annotations
@@ -20,10 +28,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterable
 from multiprocessing.connection import Connection
 
 import propdex.errors as errors
 from propdex.deadlines import Deadline
+from propdex.embed.base import usable_cores
 from propdex.errors import DocumentTooLargeError, ExtractionError
 from propdex.extract import PYMUPDF_SUFFIXES, extract_document
 from propdex.extract.worker import TOO_LARGE, WorkerResult
@@ -32,14 +43,18 @@ from propdex.models import ExtractedDocument
 from propdex.settings import Settings
 
 MAX_IDLE_WORKERS = 4
+ONNX_THREADS_VARIABLE = "ORT_INTRA_OP_NUM_THREADS"
 
 
 class _Worker:
-    def __init__(self, memory_mb: int):
-        self.memory_mb = memory_mb
+    def __init__(self, kind: tuple[int, int]):
+        self.kind = kind
+        memory_mb, onnx_threads = kind
+        environment = dict(os.environ)
+        environment.setdefault(ONNX_THREADS_VARIABLE, str(onnx_threads))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "propdex.extract.worker", str(memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=environment,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
@@ -62,14 +77,14 @@ _lock = threading.Lock()
 _idle: list[_Worker] = []
 
 
-def _acquire(memory_mb: int) -> _Worker:
+def _acquire(kind: tuple[int, int]) -> _Worker:
     with _lock:
         while _idle:
             worker = _idle.pop()
-            if worker.alive() and worker.memory_mb == memory_mb:
+            if worker.alive() and worker.kind == kind:
                 return worker
             worker.stop()
-    return _Worker(memory_mb)
+    return _Worker(kind)
 
 
 def _release(worker: _Worker) -> None:
@@ -78,6 +93,16 @@ def _release(worker: _Worker) -> None:
             _idle.append(worker)
             return
     worker.stop()
+
+
+def start_workers(settings: Settings, documents: int) -> None:
+    """Start the extraction workers ``documents`` PDFs will use (one per slot at most) now
+    and leave them idle, so that their interpreter and PyMuPDF start-up overlap other
+    start-up work (the CLI: Prefect's API) rather than delaying the first documents. The
+    flow gives its tasks ``for_documents(settings, documents)``, so they take these workers."""
+    settings = for_documents(settings, documents)
+    for _ in range(min(documents, extraction_slots(settings), MAX_IDLE_WORKERS)):
+        _release(_Worker(_worker_kind(settings)))
 
 
 @atexit.register
@@ -97,10 +122,71 @@ def _exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
+class _Slots:
+    """Extractions running at once in this process, up to a limit given at each request
+    (runs with different settings may share the process)."""
+
+    def __init__(self) -> None:
+        self._busy = 0
+        self._changed = threading.Condition()
+
+    def take(self, limit: int, timeout: float | None) -> bool:
+        """Take a slot once fewer than ``limit`` are taken; False when ``timeout`` passed first."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._busy < limit, timeout):
+                return False
+            self._busy += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._changed:
+            self._busy -= 1
+            self._changed.notify_all()
+
+
+_slots = _Slots()
+
+
+def extraction_slots(settings: Settings) -> int:
+    """Documents extracted at once: ``extract_workers``, by default one per core."""
+    return settings.extract_workers or usable_cores()
+
+
+def pymupdf_sources(sources: Iterable[str]) -> int:
+    """How many of ``sources`` are read in extraction workers (PDFs and other formats
+    PyMuPDF opens)."""
+    return sum(source.lower().endswith(PYMUPDF_SUFFIXES) for source in sources)
+
+
+def for_documents(settings: Settings, documents: int) -> Settings:
+    """``settings`` for a run that extracts ``documents`` PDFs: no more slots than documents,
+    so that a run of one PDF gives its worker every core."""
+    slots = max(1, min(extraction_slots(settings), documents))
+    return settings if slots == settings.extract_workers else settings.model_copy(
+        update={"extract_workers": slots})
+
+
+def _worker_kind(settings: Settings) -> tuple[int, int]:
+    """(memory ceiling, ONNX Runtime threads) of a worker: the cores shared among the slots."""
+    return settings.extract_memory_mb, max(1, usable_cores() // extraction_slots(settings))
+
+
 def run_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
-    """Extract ``source`` in a worker process; None when ``timeout`` seconds passed first
-    (that worker is killed). A crashed worker raises ExtractionError naming the signal."""
-    worker = _acquire(settings.extract_memory_mb)
+    """Extract ``source`` in a worker process once an extraction slot is free; None when
+    ``timeout`` seconds passed first (a worker still busy with it is killed). A crashed
+    worker raises ExtractionError naming the signal."""
+    started = time.monotonic()
+    if not _slots.take(extraction_slots(settings), timeout):
+        return None
+    try:
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        return _extract_in_worker(source, settings, left)
+    finally:
+        _slots.give_back()
+
+
+def _extract_in_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
+    worker = _acquire(_worker_kind(settings))
     try:
         worker.requests.send((source, settings))
         if not worker.answers.poll(timeout):

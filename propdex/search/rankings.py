@@ -1,4 +1,4 @@
-"""The rankings propdex.search reads, asked of Lance through pylance.
+"""The rankings propdex.search reads, asked of the index's LanceDB tables.
 
 A ranking is a list of rows, best first, each with "score" (cosine similarity for vectors,
 BM25 for text) and the asked-for columns: a vector search through the table's IVF index with
@@ -8,28 +8,33 @@ propositions: propdex.search keeps only live rows that passed. ``doc_ids`` (None
 document) restricts the rows, and so do ``meta``, "key=value" entries every row must hold
 (propdex.metadata).
 
-pylance rather than LanceDB: the reads are Lance's own, and importing LanceDB costs a
-one-shot `propdex search` most of its start-up (propdex.store.datasets).
-
-``LanceReader`` is what a reader keeps for its lifetime (the service, MCP, the API): each
-table opened once, so that Lance's index and metadata caches live as long as the reader, and
-checked out at its latest version by each search. ``Rankings`` is one search's view: the
-documents table first, every other table when first ranked, so rows are at least as new as
-the live documents that filter them (an uncommitted run is never let through).
+``LanceReader`` is what a reader keeps for its lifetime (the service, MCP, the API): one
+LanceDB connection and each table opened once, so that Lance's index and metadata caches live
+as long as the reader, and checked out at its latest version by each search. ``Rankings`` is
+one search's view: the documents table first, every other table when first ranked, so rows
+are at least as new as the live documents that filter them (an uncommitted run is never let
+through).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from propdex.store import maintenance
 from propdex.store import predicates as p
-from propdex.store.datasets import open_dataset, read_rows, select_stored
+from propdex.store.datasets import (
+    connect_for_reading,
+    open_table,
+    read_rows,
+    select_stored,
+    storage_errors,
+)
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
+from propdex.store.maintenance import table_index_probes as vector_index_probes
 from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, META, PROPOSITIONS, VECTOR
 
 
@@ -42,7 +47,7 @@ class RankingSource(Protocol):
 
 
 class LanceReader:
-    """The index at ``index_uri`` read through pylance for as long as the reader lives.
+    """The index at ``index_uri`` read through LanceDB for as long as the reader lives.
     ``exact``: every vector compared, even where a vector index exists (the reference that
     the approximate search's recall is measured against). Thread-safe."""
 
@@ -51,7 +56,8 @@ class LanceReader:
         self.index_uri = index_uri
         self.storage_options = storage_options
         self.exact = exact
-        self._datasets: dict[str, Any] = {}  # table -> its dataset at the latest version seen
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}  # table name -> its opened LanceDB table
         self._lock = threading.Lock()
         self._live = LiveDocumentsCache(self._documents_version, self._documents_rows)
 
@@ -64,33 +70,42 @@ class LanceReader:
         return self._live.get()
 
     def latest(self, name: str) -> Any:
-        """Table ``name``'s dataset at its latest version, or None without the table."""
+        """Table ``name`` checked out at its latest version, or None without the table.
+        The table is opened once and shared by every search of this reader: checking out
+        moves it forward in place, so the caches of its indexes stay warm, and a search
+        holding it sees rows at least as new as when it first looked."""
         with self._lock:
-            dataset = self._datasets.get(name)
-        if dataset is None:
-            dataset = open_dataset(self.index_uri, name, storage_options=self.storage_options)
-        else:
-            # Checked out from the dataset already open: the new version shares its session,
-            # so the caches of the table's indexes stay warm.
-            latest = dataset.latest_version
-            if latest != dataset.version:
-                dataset = dataset.checkout_version(latest)
-        if dataset is not None:
+            table = self._tables.get(name)
+        if table is None:
+            table = open_table(self._connection, self.index_uri, name)
+            if table is None:
+                return None
             with self._lock:
-                held = self._datasets.get(name)
-                if held is None or held.version < dataset.version:
-                    self._datasets[name] = dataset
-        return dataset
+                table = self._tables.setdefault(name, table)
+        with self.storage(f"check out the latest version of {name}"):
+            table.checkout_latest()
+        return table
+
+    def _connection(self) -> Any:
+        with self._lock:
+            if self._db is None:
+                self._db = connect_for_reading(self.index_uri, self.storage_options)
+            return self._db
+
+    def storage(self, action: str) -> AbstractContextManager[None]:
+        """Lance's failures while doing ``action`` as StorageError naming the index."""
+        return storage_errors(f"cannot {action} in the index at {self.index_uri}")
 
     def _documents_version(self) -> int | None:
         documents = self.latest(DOCUMENTS)
         return None if documents is None else documents.version
 
     def _documents_rows(self, version: int) -> list[dict]:
+        # The table at the version just seen or a later one, which LiveDocumentsCache allows:
+        # the live documents may be fresher than their key, never older.
         documents = self.latest(DOCUMENTS)
-        if documents.version != version:
-            documents = documents.checkout_version(version)
-        return read_rows(documents, LIVE_COLUMNS).to_pylist()
+        with self.storage(f"read {DOCUMENTS}"):
+            return read_rows(documents, LIVE_COLUMNS).to_pylist()
 
 
 class Rankings:
@@ -100,14 +115,14 @@ class Rankings:
     def __init__(self, reader: LanceReader, live: LiveDocuments):
         self.reader = reader
         self.live = live
-        self._datasets: dict[str, Any] = {}
+        self._tables: dict[str, Any] = {}
         self._lock = threading.Lock()  # the rankings of one search run on a thread pool
 
-    def _dataset(self, name: str) -> Any:
+    def _table(self, name: str) -> Any:
         with self._lock:
-            if name not in self._datasets:
-                self._datasets[name] = self.reader.latest(name)
-            return self._datasets[name]
+            if name not in self._tables:
+                self._tables[name] = self.reader.latest(name)
+            return self._tables[name]
 
     def live_documents(self) -> LiveDocuments:
         return self.live
@@ -115,48 +130,67 @@ class Rankings:
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
                        columns: Sequence[str], doc_ids: list[str] | None,
                        meta: list[str] | None = None) -> list[dict]:
-        dataset = self._dataset(table)
-        if dataset is None or not _can_hold(dataset, meta):
+        opened = self._table(table)
+        if opened is None:
             return []
-        query = np.asarray(vector, dtype=np.float32)
-        stored = dataset.schema.field(VECTOR).type.list_size
-        if query.shape != (stored,):
-            raise ValueError(f"query vector has shape {query.shape}; {table} holds "
-                             f"{stored}-dimensional vectors")
-        nearest: dict[str, Any] = {"column": VECTOR, "q": query, "k": limit,
-                                   "metric": "cosine"}
-        if self.reader.exact:
-            nearest["use_index"] = False
-        elif (probes := vector_index_probes(dataset)) is not None:
-            nearest["nprobes"] = probes
+        schema = opened.schema
+        stored = set(schema.names)
+        if meta and META not in stored:
+            return []  # an index written before metadata existed: no row holds any
+        query_vector = np.asarray(vector, dtype=np.float32)
+        dim = schema.field(VECTOR).type.list_size
+        if query_vector.shape != (dim,):
+            raise ValueError(f"query vector has shape {query_vector.shape}; {table} holds "
+                             f"{dim}-dimensional vectors")
         where = where_for_scope(table, doc_ids, meta)
-        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
-            columns=[*present, "_distance"], nearest=nearest, filter=where,
-            prefilter=where is not None).to_table().to_pylist())
+
+        def search(present: list[str]) -> list[dict]:
+            query = opened.search(query_vector, vector_column_name=VECTOR)
+            query = query.distance_type("cosine")
+            if self.reader.exact:
+                query = query.bypass_vector_index()
+            elif (probes := vector_index_probes(opened)) is not None:
+                query = query.nprobes(probes)
+            if where is not None:
+                query = query.where(where, prefilter=True)
+            return query.select([*present, "_distance"]).limit(limit).to_arrow().to_pylist()
+
+        with self.reader.storage(f"search {table}"):
+            rows = select_stored(stored, columns, search)
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
 
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
                      doc_ids: list[str] | None, meta: list[str] | None = None) -> list[dict]:
-        from lance.query import MatchQuery
+        from lancedb.query import MatchQuery
 
-        dataset = self._dataset(table)
-        if dataset is None or not query.strip() or not _can_hold(dataset, meta):
+        opened = self._table(table)
+        if opened is None or not query.strip():
             return []
+        stored = set(opened.schema.names)
+        if meta and META not in stored:
+            return []  # an index written before metadata existed: no row holds any
         where = where_for_scope(table, doc_ids, meta)
-        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
-            columns=[*present, "_score"], full_text_query=MatchQuery(query, FTS_COLUMN),
-            filter=where, prefilter=where is not None, limit=limit).to_table().to_pylist())
+
+        def search(present: list[str]) -> list[dict]:
+            match = opened.search(MatchQuery(query, FTS_COLUMN), query_type="fts")
+            if where is not None:
+                match = match.where(where, prefilter=True)
+            return match.select([*present, "_score"]).limit(limit).to_arrow().to_pylist()
+
+        with self.reader.storage(f"full-text search {table}"):
+            rows = select_stored(stored, columns, search)
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
-        dataset = self._dataset(CHUNKS)
-        if dataset is None:
+        opened = self._table(CHUNKS)
+        if opened is None:
             return []
-        return read_rows(dataset, columns, p.in_list("chunk_id", chunk_ids)).to_pylist()
+        with self.reader.storage(f"read {CHUNKS}"):
+            return read_rows(opened, columns, p.in_list("chunk_id", chunk_ids)).to_pylist()
 
 
 def where_for_scope(table: str, doc_ids: list[str] | None,
@@ -178,20 +212,3 @@ def where_for_scope(table: str, doc_ids: list[str] | None,
         scopes.insert(0, "passed = true")
     return p.all_of(*scopes)
 
-
-def _can_hold(dataset: Any, meta: list[str] | None) -> bool:
-    """Whether rows of ``dataset`` can hold the ``meta`` entries: an index written before
-    metadata existed has no such column, and a filter on it matches nothing."""
-    return not meta or META in dataset.schema.names
-
-
-def vector_index_probes(dataset: Any) -> int | None:
-    """The probes for the table's vector index (None: it has none)."""
-    for index in dataset.describe_indices():
-        if VECTOR in index.field_names and index.index_type != "Inverted":
-            trained = maintenance.VECTOR_INDEX_NAME.fullmatch(index.name)
-            if trained is None:  # an older propdex's index
-                return maintenance.VECTOR_INDEX_NPROBES
-            return maintenance.vector_index_probes(int(trained.group(1)),
-                                                   int(trained.group(2)))
-    return None

@@ -1,24 +1,22 @@
-"""An index's tables read through pylance, the Lance format's own library, without LanceDB.
+"""An index's tables opened for reading through LanceDB, and the rows read from them.
 
-Why: LanceDB is a layer over Lance, and importing it costs a one-shot `propdex search` most
-of its start-up (several times pylance's import; bench/RESULTS.md), while the reads a search
-makes -- a vector search through the table's IVF index, a full-text search through its
-inverted index, rows by a filter -- are Lance's own, which pylance calls as directly.
-
-LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``; a dataset is
-opened at its latest version, or at one asked for.
+LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``. A reader opens the
+tables of one connection and keeps them (propdex.search.rankings); these helpers open one
+table without creating anything, read rows by a filter, and turn Lance's errors into
+messages for users.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from propdex.errors import StorageError
+from propdex.errors import PropdexError, StorageError
 
 # Lance appends the Rust source line that raised (", /root/.cargo/.../writer.rs:258:9"):
 # noise in a message for users.
@@ -30,28 +28,49 @@ def lance_reason(exc: BaseException) -> str:
     return _RUST_LOCATION.sub("", str(exc))
 
 
+@contextmanager
+def storage_errors(failure: str) -> Iterator[None]:
+    """Lance's and the OS's failures inside as StorageError("<failure>: <reason>"), where
+    ``failure`` names the index; propdex's own errors pass through."""
+    try:
+        yield
+    except PropdexError:
+        raise
+    except Exception as exc:  # lance raises RuntimeError, OSError, ValueError, ...
+        raise StorageError(f"{failure}: {lance_reason(exc)}") from exc
+
+
 def dataset_uri(index_uri: str, name: str) -> str:
     """Where LanceDB keeps table ``name`` of the index at ``index_uri`` (an absolute folder
     or an object-store URI)."""
     return f"{index_uri.rstrip('/')}/{name}.lance"
 
 
-def open_dataset(index_uri: str, name: str, *, version: int | None = None,
-                 storage_options: dict[str, str] | None = None) -> Any:
-    """The Lance dataset of table ``name`` (at ``version``; None: the latest), or None when
-    the index has no such table. StorageError names the index for any other failure."""
-    import lance
+def connect_for_reading(index_uri: str, storage_options: dict[str, str] | None) -> Any:
+    """A LanceDB connection to the index at ``index_uri`` whose tables stay at the version
+    last checked out rather than looking for a newer one at every call: a reader checks out
+    each table's latest version once per search (``checkout_latest``)."""
+    import lancedb
 
+    with storage_errors(f"cannot open the index at {index_uri}"):
+        return lancedb.connect(index_uri, storage_options=storage_options)
+
+
+def open_table(connect: Callable[[], Any], index_uri: str, name: str) -> Any:
+    """Table ``name`` of the index at ``index_uri`` opened on the connection ``connect``
+    gives, or None when the index has no such table (a local folder is looked at first, so
+    that a missing index is never connected to). StorageError names the index for any other
+    failure."""
     uri = dataset_uri(index_uri, name)
     if "://" not in uri and not (Path(uri) / "_versions").is_dir():
         return None  # a local index without the table (or no index at all)
-    try:
-        return lance.dataset(uri, version=version, storage_options=storage_options)
-    except (FileNotFoundError, ValueError) as exc:
-        if "://" in uri and "not found" in str(exc).lower():
+    with storage_errors(f"cannot open table {name} in the index at {index_uri}"):
+        try:
+            return connect().open_table(name)
+        except (FileNotFoundError, ValueError) as exc:
+            if "not found" not in str(exc).lower():
+                raise
             return None  # an object store without the table
-        raise StorageError(f"cannot open table {name} in the index at {index_uri}: "
-                           f"{lance_reason(exc)}") from exc
 
 
 def select_stored(stored: set[str], columns: Sequence[str],
@@ -65,15 +84,15 @@ def select_stored(stored: set[str], columns: Sequence[str],
     return rows
 
 
-def read_rows(dataset: Any, columns: Sequence[str], where: str | None = None, *,
-              fragments: Iterable[Any] | None = None, limit: int | None = None) -> pa.Table:
-    """Rows of ``dataset`` with ``columns`` (a column an older index lacks reads as null, as
-    in Index.read_batches), filtered by ``where``, from ``fragments`` only when given."""
-    stored = set(dataset.schema.names)
-    table = dataset.scanner(columns=[c for c in columns if c in stored], filter=where,
-                            fragments=None if fragments is None else list(fragments),
-                            limit=limit).to_table()
+def read_rows(table: Any, columns: Sequence[str], where: str | None = None) -> pa.Table:
+    """Rows of the LanceDB ``table`` with ``columns`` (a column an older index lacks reads as
+    null, as in Index.read_batches), filtered by ``where``."""
+    stored = set(table.schema.names)
+    query = table.search().select([c for c in columns if c in stored])
+    if where is not None:
+        query = query.where(where)
+    rows = query.to_arrow()
     for column in columns:
         if column not in stored:
-            table = table.append_column(column, pa.nulls(table.num_rows))
-    return table.select(list(columns))
+            rows = rows.append_column(column, pa.nulls(rows.num_rows))
+    return rows.select(list(columns))

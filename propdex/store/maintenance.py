@@ -145,7 +145,7 @@ class Maintenance(Tables):
 
 
 def _has_vector_index(table: Any) -> bool:
-    return _vector_index_probes(table) is not None
+    return table_index_probes(table) is not None
 
 
 def vector_index_partitions(rows: int) -> int:
@@ -161,8 +161,8 @@ def vector_index_probes(rows: int, partitions: int) -> int:
     return max(1, min(partitions, math.ceil(wanted * partitions / max(rows, 1))))
 
 
-def _vector_index_probes(table: Any) -> int | None:
-    """The probes a search of ``table``'s vector index uses (None: it has none)."""
+def table_index_probes(table: Any) -> int | None:
+    """The probes a search of the LanceDB ``table``'s vector index uses (None: it has none)."""
     for index in table.list_indices():
         if VECTOR in index.columns and index.index_type != "FTS":
             trained = VECTOR_INDEX_NAME.fullmatch(index.name)

@@ -9,7 +9,7 @@
 ``IndexReader`` is what every reader of the index goes through: `propdex search`, the HTTP
 service, the MCP tools and this API all call ``IndexReader.search``, which embeds the query
 with the index's embedder and calls propdex.search.search, so they return the same results.
-Only committed versions are ever read. Searches rank through pylance
+Only committed versions are ever read. Searches rank through LanceDB
 (propdex.search.rankings.LanceReader), the tables held open for the reader's lifetime; the
 embedder is built on the first query that needs a vector (or by ``warm_up``) and kept. An
 IndexReader is safe to share between threads.
@@ -140,18 +140,18 @@ class IndexReader:
 
     def health(self) -> dict:
         """The index's location, table versions and row counts, and the embedder (read as
-        searches read: through the reader's tables, without LanceDB)."""
-        datasets = {name: self.reader.latest(name) for name in TABLES}
+        searches read: through the reader's tables)."""
+        tables = {name: self.reader.latest(name) for name in TABLES}
         return {
             "status": "ok", "db": self.index.uri,
             "versions": {name: d.version if d is not None else None
-                         for name, d in datasets.items()},
+                         for name, d in tables.items()},
             "rows": {name: d.count_rows() if d is not None else 0
-                     for name, d in datasets.items()},
+                     for name, d in tables.items()},
             "live_documents": len(self.reader.live_documents().runs),
             "embedder": self.embedder.name, "dim": self.embedder.dim,
-            "vector_index": {name: datasets[name] is not None
-                             and vector_index_probes(datasets[name]) is not None
+            "vector_index": {name: tables[name] is not None
+                             and vector_index_probes(tables[name]) is not None
                              for name in (CHUNKS, PROPOSITIONS)},
         }
 

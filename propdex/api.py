@@ -27,7 +27,7 @@ import numpy as np
 from propdex.embed.query import query_settings
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
-from propdex.search.rankings import LanceReader, vector_index_probes
+from propdex.search.rankings import LanceReader
 from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
@@ -141,17 +141,16 @@ class IndexReader:
     def health(self) -> dict:
         """The index's location, table versions and row counts, and the embedder (read as
         searches read: through the reader's tables)."""
-        tables = {name: self.reader.latest(name) for name in TABLES}
+        tables = {name: self.reader.table_state(name) for name in TABLES}
         return {
             "status": "ok", "db": self.index.uri,
-            "versions": {name: d.version if d is not None else None
-                         for name, d in tables.items()},
-            "rows": {name: d.count_rows() if d is not None else 0
-                     for name, d in tables.items()},
+            "versions": {name: t[0].version if t is not None else None
+                         for name, t in tables.items()},
+            "rows": {name: t[1] if t is not None else 0 for name, t in tables.items()},
             "live_documents": len(self.reader.live_documents().runs),
             "embedder": self.embedder.name, "dim": self.embedder.dim,
             "vector_index": {name: tables[name] is not None
-                             and vector_index_probes(tables[name]) is not None
+                             and tables[name][0].probes is not None
                              for name in (CHUNKS, PROPOSITIONS)},
         }
 

@@ -18,24 +18,29 @@ through).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+import asyncio
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+import pyarrow as pa
 
 from propdex.store import predicates as p
 from propdex.store.datasets import (
-    connect_for_reading,
+    connect,
+    has_table_folder,
     open_table,
     read_rows,
-    select_stored,
+    run,
     storage_errors,
+    with_absent_columns,
 )
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
-from propdex.store.maintenance import table_index_probes as vector_index_probes
+from propdex.store.maintenance import probes_of_indices
 from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, META, PROPOSITIONS, VECTOR
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -46,10 +51,21 @@ class RankingSource(Protocol):
     def rankings(self) -> Rankings: ...
 
 
+@dataclass(frozen=True)
+class TableState:
+    """What a search needs to know of a table at one version."""
+
+    version: int
+    columns: frozenset[str]
+    dim: int | None  # of its vectors; None: the table holds none
+    probes: int | None  # of its vector index; None: it has none
+
+
 class LanceReader:
     """The index at ``index_uri`` read through LanceDB for as long as the reader lives.
     ``exact``: every vector compared, even where a vector index exists (the reference that
-    the approximate search's recall is measured against). Thread-safe."""
+    the approximate search's recall is measured against). Thread-safe: every read runs on
+    LanceDB's event loop, which alone touches the reader's tables."""
 
     def __init__(self, index_uri: str, storage_options: dict[str, str] | None = None, *,
                  exact: bool = False):
@@ -57,8 +73,8 @@ class LanceReader:
         self.storage_options = storage_options
         self.exact = exact
         self._db: Any = None
-        self._tables: dict[str, Any] = {}  # table name -> its opened LanceDB table
-        self._lock = threading.Lock()
+        self._tables: dict[str, Any] = {}  # table name -> its opened AsyncTable
+        self._states: dict[str, TableState] = {}  # table name -> its state, latest seen
         self._live = LiveDocumentsCache(self._documents_version, self._documents_rows)
 
     def rankings(self) -> Rankings:
@@ -69,43 +85,73 @@ class LanceReader:
         """The live documents as of the documents table's latest version."""
         return self._live.get()
 
-    def latest(self, name: str) -> Any:
-        """Table ``name`` checked out at its latest version, or None without the table.
-        The table is opened once and shared by every search of this reader: checking out
-        moves it forward in place, so the caches of its indexes stay warm, and a search
-        holding it sees rows at least as new as when it first looked."""
-        with self._lock:
-            table = self._tables.get(name)
-        if table is None:
-            table = open_table(self._connection, self.index_uri, name)
+    def table_state(self, name: str) -> tuple[TableState, int] | None:
+        """Table ``name``'s state at its latest version and its row count (None: no such
+        table)."""
+
+        async def state() -> tuple[TableState, int] | None:
+            table = await self.latest(name)
             if table is None:
                 return None
-            with self._lock:
+            return await self.state(name, table), await table.count_rows()
+
+        return self.read(state())
+
+    def read(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """``coroutine`` run on LanceDB's event loop, the one thread that touches the
+        reader's tables."""
+        return run(coroutine)
+
+    async def latest(self, name: str) -> Any:
+        """Table ``name`` (a LanceDB AsyncTable) checked out at its latest version, or None
+        without the table. The table is opened once and shared by every search of this
+        reader: checking out moves it forward in place, so the caches of its indexes stay
+        warm, and a search holding it sees rows at least as new as when it first looked."""
+        table = self._tables.get(name)
+        if table is None and not has_table_folder(self.index_uri, name):
+            return None
+        with storage_errors(f"cannot open table {name} in the index at {self.index_uri}"):
+            if table is None:
+                if self._db is None:
+                    self._db = await connect(self.index_uri, self.storage_options)
+                table = await open_table(self._db, name)
+                if table is None:
+                    return None
                 table = self._tables.setdefault(name, table)
-        with self.storage(f"check out the latest version of {name}"):
-            table.checkout_latest()
+            await table.checkout_latest()
         return table
 
-    def _connection(self) -> Any:
-        with self._lock:
-            if self._db is None:
-                self._db = connect_for_reading(self.index_uri, self.storage_options)
-            return self._db
-
-    def storage(self, action: str) -> AbstractContextManager[None]:
-        """Lance's failures while doing ``action`` as StorageError naming the index."""
-        return storage_errors(f"cannot {action} in the index at {self.index_uri}")
+    async def state(self, name: str, table: Any) -> TableState:
+        """The TableState of ``table`` (table ``name``) at its checked-out version, looked up
+        again only when the version changed."""
+        version = await table.version()
+        known = self._states.get(name)
+        if known is not None and known.version == version:
+            return known
+        schema = await table.schema()
+        dim = schema.field(VECTOR).type.list_size if VECTOR in schema.names else None
+        state = TableState(version, frozenset(schema.names), dim,
+                           probes_of_indices(await table.list_indices()))
+        if known is None or known.version < version:
+            self._states[name] = state
+        return state
 
     def _documents_version(self) -> int | None:
-        documents = self.latest(DOCUMENTS)
-        return None if documents is None else documents.version
+        async def version() -> int | None:
+            documents = await self.latest(DOCUMENTS)
+            return None if documents is None else await documents.version()
+
+        return self.read(version())
 
     def _documents_rows(self, version: int) -> list[dict]:
         # The table at the version just seen or a later one, which LiveDocumentsCache allows:
         # the live documents may be fresher than their key, never older.
-        documents = self.latest(DOCUMENTS)
-        with self.storage(f"read {DOCUMENTS}"):
-            return read_rows(documents, LIVE_COLUMNS).to_pylist()
+        async def rows() -> pa.Table:
+            documents = await self.latest(DOCUMENTS)
+            state = await self.state(DOCUMENTS, documents)
+            return await read_rows(documents, state.columns, LIVE_COLUMNS)
+
+        return self.read(rows()).to_pylist()
 
 
 class Rankings:
@@ -115,14 +161,17 @@ class Rankings:
     def __init__(self, reader: LanceReader, live: LiveDocuments):
         self.reader = reader
         self.live = live
-        self._tables: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the rankings of one search run on a thread pool
+        # table name -> the task checking it out, awaited by every ranking of it: created
+        # and read on LanceDB's event loop only.
+        self._checkouts: dict[str, asyncio.Task] = {}
 
-    def _table(self, name: str) -> Any:
-        with self._lock:
-            if name not in self._tables:
-                self._tables[name] = self.reader.latest(name)
-            return self._tables[name]
+    async def _table(self, name: str) -> tuple[Any, TableState | None]:
+        if name not in self._checkouts:
+            self._checkouts[name] = asyncio.ensure_future(self.reader.latest(name))
+        table = await self._checkouts[name]
+        if table is None:
+            return None, None
+        return table, await self.reader.state(name, table)
 
     def live_documents(self) -> LiveDocuments:
         return self.live
@@ -130,67 +179,70 @@ class Rankings:
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
                        columns: Sequence[str], doc_ids: list[str] | None,
                        meta: list[str] | None = None) -> list[dict]:
-        opened = self._table(table)
-        if opened is None:
-            return []
-        schema = opened.schema
-        stored = set(schema.names)
-        if meta and META not in stored:
-            return []  # an index written before metadata existed: no row holds any
         query_vector = np.asarray(vector, dtype=np.float32)
-        dim = schema.field(VECTOR).type.list_size
-        if query_vector.shape != (dim,):
-            raise ValueError(f"query vector has shape {query_vector.shape}; {table} holds "
-                             f"{dim}-dimensional vectors")
-        where = where_for_scope(table, doc_ids, meta)
 
-        def search(present: list[str]) -> list[dict]:
-            query = opened.search(query_vector, vector_column_name=VECTOR)
+        async def ranking() -> pa.Table | None:
+            opened, state = await self._table(table)
+            if opened is None or not _can_hold(state, meta):
+                return None
+            if query_vector.shape != (state.dim,):
+                raise ValueError(f"query vector has shape {query_vector.shape}; {table} "
+                                 f"holds {state.dim}-dimensional vectors")
+            query = opened.query().nearest_to(query_vector).column(VECTOR)
             query = query.distance_type("cosine")
             if self.reader.exact:
                 query = query.bypass_vector_index()
-            elif (probes := vector_index_probes(opened)) is not None:
-                query = query.nprobes(probes)
-            if where is not None:
-                query = query.where(where, prefilter=True)
-            return query.select([*present, "_distance"]).limit(limit).to_arrow().to_pylist()
+            elif state.probes is not None:
+                query = query.nprobes(state.probes)
+            if (where := where_for_scope(table, doc_ids, meta)) is not None:
+                query = query.where(where)  # a prefilter, as where() is by default
+            present = [c for c in columns if c in state.columns]
+            rows = await query.select([*present, "_distance"]).limit(limit).to_arrow()
+            return with_absent_columns(rows, state.columns, columns)
 
-        with self.reader.storage(f"search {table}"):
-            rows = select_stored(stored, columns, search)
+        rows = self._ranked(ranking())
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
 
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
                      doc_ids: list[str] | None, meta: list[str] | None = None) -> list[dict]:
-        from lancedb.query import MatchQuery
-
-        opened = self._table(table)
-        if opened is None or not query.strip():
+        if not query.strip():
             return []
-        stored = set(opened.schema.names)
-        if meta and META not in stored:
-            return []  # an index written before metadata existed: no row holds any
-        where = where_for_scope(table, doc_ids, meta)
 
-        def search(present: list[str]) -> list[dict]:
-            match = opened.search(MatchQuery(query, FTS_COLUMN), query_type="fts")
-            if where is not None:
-                match = match.where(where, prefilter=True)
-            return match.select([*present, "_score"]).limit(limit).to_arrow().to_pylist()
+        async def ranking() -> pa.Table | None:
+            from lancedb.query import MatchQuery
 
-        with self.reader.storage(f"full-text search {table}"):
-            rows = select_stored(stored, columns, search)
+            opened, state = await self._table(table)
+            if opened is None or not _can_hold(state, meta):
+                return None
+            match = opened.query().nearest_to_text(MatchQuery(query, FTS_COLUMN))
+            if (where := where_for_scope(table, doc_ids, meta)) is not None:
+                match = match.where(where)  # a prefilter, as where() is by default
+            present = [c for c in columns if c in state.columns]
+            rows = await match.select([*present, "_score"]).limit(limit).to_arrow()
+            return with_absent_columns(rows, state.columns, columns)
+
+        rows = self._ranked(ranking())
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
-        opened = self._table(CHUNKS)
-        if opened is None:
-            return []
-        with self.reader.storage(f"read {CHUNKS}"):
-            return read_rows(opened, columns, p.in_list("chunk_id", chunk_ids)).to_pylist()
+        async def rows() -> pa.Table | None:
+            opened, state = await self._table(CHUNKS)
+            if opened is None:
+                return None
+            return await read_rows(opened, state.columns, columns,
+                                   p.in_list("chunk_id", chunk_ids))
+
+        return self._ranked(rows())
+
+    def _ranked(self, coroutine: Coroutine[Any, Any, pa.Table | None]) -> list[dict]:
+        # Rows become Python values here, on the caller's thread, not on the event loop
+        # that every ranking of every search shares.
+        rows = self.reader.read(coroutine)
+        return [] if rows is None else rows.to_pylist()
 
 
 def where_for_scope(table: str, doc_ids: list[str] | None,
@@ -212,3 +264,8 @@ def where_for_scope(table: str, doc_ids: list[str] | None,
         scopes.insert(0, "passed = true")
     return p.all_of(*scopes)
 
+
+def _can_hold(state: TableState, meta: list[str] | None) -> bool:
+    """Whether rows of a table can hold the ``meta`` entries: an index written before
+    metadata existed has no such column, and a filter on it matches nothing."""
+    return not meta or META in state.columns

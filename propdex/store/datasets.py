@@ -1,22 +1,25 @@
-"""An index's tables opened for reading through LanceDB, and the rows read from them.
+"""An index's tables opened for reading through LanceDB's asynchronous API, and the messages
+Lance's failures give users.
 
-LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``. A reader opens the
-tables of one connection and keeps them (propdex.search.rankings); these helpers open one
-table without creating anything, read rows by a filter, and turn Lance's errors into
-messages for users.
+LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``. A reader keeps one
+asynchronous connection and its tables (propdex.search.rankings) and runs each read as one
+coroutine on LanceDB's background event loop: the synchronous API makes a round trip to that
+loop for every call and every batch, a cost each search would pay several times over.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from propdex.errors import PropdexError, StorageError
+
+T = TypeVar("T")
 
 # Lance appends the Rust source line that raised (", /root/.cargo/.../writer.rs:258:9"):
 # noise in a message for users.
@@ -46,53 +49,57 @@ def dataset_uri(index_uri: str, name: str) -> str:
     return f"{index_uri.rstrip('/')}/{name}.lance"
 
 
-def connect_for_reading(index_uri: str, storage_options: dict[str, str] | None) -> Any:
-    """A LanceDB connection to the index at ``index_uri`` whose tables stay at the version
-    last checked out rather than looking for a newer one at every call: a reader checks out
-    each table's latest version once per search (``checkout_latest``)."""
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``coroutine`` run to its end on LanceDB's background event loop (the one its
+    synchronous API runs on), from any thread but that loop's."""
+    from lancedb.background_loop import LOOP
+
+    return LOOP.run(coroutine)
+
+
+async def connect(index_uri: str, storage_options: dict[str, str] | None) -> Any:
+    """An asynchronous LanceDB connection to the index at ``index_uri``. Its tables stay at
+    the version last checked out rather than looking for a newer one at every call: a reader
+    checks out each table's latest version once per search (``checkout_latest``)."""
     import lancedb
 
-    with storage_errors(f"cannot open the index at {index_uri}"):
-        return lancedb.connect(index_uri, storage_options=storage_options)
+    return await lancedb.connect_async(index_uri, storage_options=storage_options)
 
 
-def open_table(connect: Callable[[], Any], index_uri: str, name: str) -> Any:
-    """Table ``name`` of the index at ``index_uri`` opened on the connection ``connect``
-    gives, or None when the index has no such table (a local folder is looked at first, so
-    that a missing index is never connected to). StorageError names the index for any other
-    failure."""
+async def open_table(db: Any, name: str) -> Any:
+    """Table ``name`` opened on the asynchronous connection ``db``, or None when the index
+    has no such table."""
+    try:
+        return await db.open_table(name)
+    except (FileNotFoundError, ValueError) as exc:
+        if "not found" not in str(exc).lower():
+            raise
+        return None  # an object store without the table
+
+
+def has_table_folder(index_uri: str, name: str) -> bool:
+    """Whether table ``name`` may exist: False for a local index without its folder (or no
+    index at all), so that nothing is connected to or created there; True in an object
+    store, where only opening the table tells."""
     uri = dataset_uri(index_uri, name)
-    if "://" not in uri and not (Path(uri) / "_versions").is_dir():
-        return None  # a local index without the table (or no index at all)
-    with storage_errors(f"cannot open table {name} in the index at {index_uri}"):
-        try:
-            return connect().open_table(name)
-        except (FileNotFoundError, ValueError) as exc:
-            if "not found" not in str(exc).lower():
-                raise
-            return None  # an object store without the table
+    return "://" in uri or (Path(uri) / "_versions").is_dir()
 
 
-def select_stored(stored: set[str], columns: Sequence[str],
-                  read: Callable[[list[str]], list[dict]]) -> list[dict]:
-    """``read`` of those ``columns`` that are ``stored``, the others set to null on each row:
-    a column an index written by an older propdex lacks reads as null (as in read_rows)."""
-    absent = [c for c in columns if c not in stored]
-    rows = read([c for c in columns if c in stored])
-    for row in rows if absent else ():
-        row.update(dict.fromkeys(absent))
-    return rows
-
-
-def read_rows(table: Any, columns: Sequence[str], where: str | None = None) -> pa.Table:
-    """Rows of the LanceDB ``table`` with ``columns`` (a column an older index lacks reads as
-    null, as in Index.read_batches), filtered by ``where``."""
-    stored = set(table.schema.names)
-    query = table.search().select([c for c in columns if c in stored])
+async def read_rows(table: Any, stored: set[str], columns: Sequence[str],
+                    where: str | None = None) -> pa.Table:
+    """Rows of the asynchronous LanceDB ``table``, whose columns are ``stored``, with
+    ``columns`` (a column an older index lacks reads as null, as in Index.read_batches),
+    filtered by ``where``."""
+    query = table.query().select([c for c in columns if c in stored])
     if where is not None:
         query = query.where(where)
-    rows = query.to_arrow()
+    return with_absent_columns(await query.to_arrow(), stored, columns)
+
+
+def with_absent_columns(rows: pa.Table, stored: set[str], columns: Sequence[str]) -> pa.Table:
+    """``rows`` with those ``columns`` that are not ``stored`` added as nulls, in the order
+    of ``columns`` and then any other column of ``rows`` (a score)."""
     for column in columns:
         if column not in stored:
             rows = rows.append_column(column, pa.nulls(rows.num_rows))
-    return rows.select(list(columns))
+    return rows.select([*columns, *(c for c in rows.column_names if c not in columns)])

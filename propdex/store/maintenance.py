@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -163,7 +164,13 @@ def vector_index_probes(rows: int, partitions: int) -> int:
 
 def table_index_probes(table: Any) -> int | None:
     """The probes a search of the LanceDB ``table``'s vector index uses (None: it has none)."""
-    for index in table.list_indices():
+    return probes_of_indices(table.list_indices())
+
+
+def probes_of_indices(indices: Iterable[Any]) -> int | None:
+    """The probes a search of a table with ``indices`` (LanceDB IndexConfigs) uses through its
+    vector index (None: it has none)."""
+    for index in indices:
         if VECTOR in index.columns and index.index_type != "FTS":
             trained = VECTOR_INDEX_NAME.fullmatch(index.name)
             if trained is None:  # an older propdex's index, until optimize() replaces it

@@ -19,7 +19,7 @@ through).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -181,26 +181,17 @@ class Rankings:
                        meta: list[str] | None = None) -> list[dict]:
         query_vector = np.asarray(vector, dtype=np.float32)
 
-        async def ranking() -> pa.Table | None:
-            opened, state = await self._table(table)
-            if opened is None or not _can_hold(state, meta):
-                return None
+        def nearest(opened: Any, state: TableState) -> Any:
             if query_vector.shape != (state.dim,):
                 raise ValueError(f"query vector has shape {query_vector.shape}; {table} "
                                  f"holds {state.dim}-dimensional vectors")
             query = opened.query().nearest_to(query_vector).column(VECTOR)
             query = query.distance_type("cosine")
             if self.reader.exact:
-                query = query.bypass_vector_index()
-            elif state.probes is not None:
-                query = query.nprobes(state.probes)
-            if (where := where_for_scope(table, doc_ids, meta)) is not None:
-                query = query.where(where)  # a prefilter, as where() is by default
-            present = [c for c in columns if c in state.columns]
-            rows = await query.select([*present, "_distance"]).limit(limit).to_arrow()
-            return with_absent_columns(rows, state.columns, columns)
+                return query.bypass_vector_index()
+            return query if state.probes is None else query.nprobes(state.probes)
 
-        rows = self._ranked(ranking())
+        rows = self._ranking(table, nearest, "_distance", limit, columns, doc_ids, meta)
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
@@ -210,23 +201,34 @@ class Rankings:
         if not query.strip():
             return []
 
-        async def ranking() -> pa.Table | None:
+        def matching(opened: Any, state: TableState) -> Any:
             from lancedb.query import MatchQuery
 
-            opened, state = await self._table(table)
-            if opened is None or not _can_hold(state, meta):
-                return None
-            match = opened.query().nearest_to_text(MatchQuery(query, FTS_COLUMN))
-            if (where := where_for_scope(table, doc_ids, meta)) is not None:
-                match = match.where(where)  # a prefilter, as where() is by default
-            present = [c for c in columns if c in state.columns]
-            rows = await match.select([*present, "_score"]).limit(limit).to_arrow()
-            return with_absent_columns(rows, state.columns, columns)
+            return opened.query().nearest_to_text(MatchQuery(query, FTS_COLUMN))
 
-        rows = self._ranked(ranking())
+        rows = self._ranking(table, matching, "_score", limit, columns, doc_ids, meta)
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows
+
+    def _ranking(self, table: str, ask: Callable[[Any, TableState], Any], score: str,
+                 limit: int, columns: Sequence[str], doc_ids: list[str] | None,
+                 meta: list[str] | None) -> list[dict]:
+        """The ``limit`` best rows of ``table`` by the query ``ask`` makes of the opened
+        table, with ``columns`` and the ``score`` column, within the scope."""
+
+        async def ranking() -> pa.Table | None:
+            opened, state = await self._table(table)
+            if opened is None or not _can_hold(state, meta):
+                return None
+            query = ask(opened, state)
+            if (where := where_for_scope(table, doc_ids, meta)) is not None:
+                query = query.where(where)  # a prefilter, as where() is by default
+            present = [c for c in columns if c in state.columns]
+            rows = await query.select([*present, score]).limit(limit).to_arrow()
+            return with_absent_columns(rows, state.columns, columns)
+
+        return self._ranked(ranking())
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
         async def rows() -> pa.Table | None:

@@ -146,7 +146,7 @@ class Maintenance(Tables):
 
 
 def _has_vector_index(table: Any) -> bool:
-    return table_index_probes(table) is not None
+    return probes_of_indices(table.list_indices()) is not None
 
 
 def vector_index_partitions(rows: int) -> int:
@@ -160,11 +160,6 @@ def vector_index_probes(rows: int, partitions: int) -> int:
     many as hold VECTOR_INDEX_SCAN_ROWS rows, or VECTOR_INDEX_SCAN_SHARE of them if more."""
     wanted = max(VECTOR_INDEX_SCAN_ROWS, VECTOR_INDEX_SCAN_SHARE * rows)
     return max(1, min(partitions, math.ceil(wanted * partitions / max(rows, 1))))
-
-
-def table_index_probes(table: Any) -> int | None:
-    """The probes a search of the LanceDB ``table``'s vector index uses (None: it has none)."""
-    return probes_of_indices(table.list_indices())
 
 
 def probes_of_indices(indices: Iterable[Any]) -> int | None:

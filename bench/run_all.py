@@ -50,7 +50,7 @@ TITLES = {
     "embed": "Local embeddings: ONNX MiniLM against raw sentence-transformers",
     "serve": "Serving: cold CLI, warm HTTP, recall, 32 clients during commits",
 }
-PACKAGES = ("prefect", "lancedb", "pylance", "pyarrow", "numpy", "pymupdf", "pypdf", "openai",
+PACKAGES = ("prefect", "lancedb", "pyarrow", "numpy", "pymupdf", "pypdf", "openai",
             "torch", "sentence-transformers", "onnxruntime", "prefect-dask")
 
 

@@ -9,7 +9,7 @@
 ``IndexReader`` is what every reader of the index goes through: `propdex search`, the HTTP
 service, the MCP tools and this API all call ``IndexReader.search``, which embeds the query
 with the index's embedder and calls propdex.search.search, so they return the same results.
-Only committed versions are ever read. Searches rank through pylance
+Only committed versions are ever read. Searches rank through LanceDB
 (propdex.search.rankings.LanceReader), the tables held open for the reader's lifetime; the
 embedder is built on the first query that needs a vector (or by ``warm_up``) and kept. An
 IndexReader is safe to share between threads.
@@ -27,7 +27,7 @@ import numpy as np
 from propdex.embed.query import query_settings
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
-from propdex.search.rankings import LanceReader, vector_index_probes
+from propdex.search.rankings import LanceReader
 from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
@@ -140,18 +140,17 @@ class IndexReader:
 
     def health(self) -> dict:
         """The index's location, table versions and row counts, and the embedder (read as
-        searches read: through the reader's tables, without LanceDB)."""
-        datasets = {name: self.reader.latest(name) for name in TABLES}
+        searches read: through the reader's tables)."""
+        tables = {name: self.reader.table_state(name) for name in TABLES}
         return {
             "status": "ok", "db": self.index.uri,
-            "versions": {name: d.version if d is not None else None
-                         for name, d in datasets.items()},
-            "rows": {name: d.count_rows() if d is not None else 0
-                     for name, d in datasets.items()},
+            "versions": {name: t[0].version if t is not None else None
+                         for name, t in tables.items()},
+            "rows": {name: t[1] if t is not None else 0 for name, t in tables.items()},
             "live_documents": len(self.reader.live_documents().runs),
             "embedder": self.embedder.name, "dim": self.embedder.dim,
-            "vector_index": {name: datasets[name] is not None
-                             and vector_index_probes(datasets[name]) is not None
+            "vector_index": {name: tables[name] is not None
+                             and tables[name][0].probes is not None
                              for name in (CHUNKS, PROPOSITIONS)},
         }
 

@@ -1,4 +1,5 @@
-"""What a one-shot search imports: not LanceDB, not Prefect, not torch."""
+"""What a one-shot search imports: LanceDB, which reads the index, but not pylance, Prefect
+or torch."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from tests.service_harness import REPO
 
 
-def test_a_one_shot_search_imports_neither_lancedb_nor_prefect_nor_torch(tmp_path):
+def test_a_one_shot_search_imports_neither_pylance_nor_prefect_nor_torch(tmp_path):
     from propdex.runtime import embedder_for
     from propdex.settings import Settings
     from propdex.store import Index
@@ -28,7 +29,7 @@ def test_a_one_shot_search_imports_neither_lancedb_nor_prefect_nor_torch(tmp_pat
 import json, sys
 from propdex.cli import main
 main(["search", "Which animal makes honey?", "--db", {str(tmp_path / "db")!r}, "--json"])
-heavy = {{"lancedb", "prefect", "torch", "sentence_transformers", "transformers"}}
+heavy = {{"lance", "prefect", "torch", "sentence_transformers", "transformers"}}
 print(sorted(heavy & {{m.split(".")[0] for m in sys.modules}}), file=sys.stderr)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,

@@ -1,4 +1,4 @@
-"""Every reader ranks through pylance (propdex.search.rankings): a LanceReader kept by a
+"""Every reader ranks through LanceDB (propdex.search.rankings): a LanceReader kept by a
 long-running reader takes each commit in at the next search, and never lets an unfinished
 run through."""
 

@@ -294,7 +294,7 @@ def test_s3_index_reads_nothing_from_an_empty_bucket(s3_settings):
 
 
 @pytest.mark.prefect
-def test_s3_one_shot_search_reads_the_bucket_through_pylance(s3_runs, s3_settings):
+def test_s3_one_shot_search_reads_the_bucket_through_a_lance_reader(s3_runs, s3_settings):
     one_shot = LanceReader(s3_settings.db_uri, s3_settings.storage_options)
     assert ["quokka.md"] == fts_sources(s3_settings, "Perito Moreno Glacier", one_shot)
 

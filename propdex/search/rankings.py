@@ -1,4 +1,4 @@
-"""The rankings propdex.search reads, asked of Lance through pylance.
+"""The rankings propdex.search reads, asked of the index's LanceDB tables.
 
 A ranking is a list of rows, best first, each with "score" (cosine similarity for vectors,
 BM25 for text) and the asked-for columns: a vector search through the table's IVF index with
@@ -8,29 +8,39 @@ propositions: propdex.search keeps only live rows that passed. ``doc_ids`` (None
 document) restricts the rows, and so do ``meta``, "key=value" entries every row must hold
 (propdex.metadata).
 
-pylance rather than LanceDB: the reads are Lance's own, and importing LanceDB costs a
-one-shot `propdex search` most of its start-up (propdex.store.datasets).
-
-``LanceReader`` is what a reader keeps for its lifetime (the service, MCP, the API): each
-table opened once, so that Lance's index and metadata caches live as long as the reader, and
-checked out at its latest version by each search. ``Rankings`` is one search's view: the
-documents table first, every other table when first ranked, so rows are at least as new as
-the live documents that filter them (an uncommitted run is never let through).
+``LanceReader`` is what a reader keeps for its lifetime (the service, MCP, the API): one
+LanceDB connection and each table opened once, so that Lance's index and metadata caches live
+as long as the reader, and checked out at its latest version by each search. ``Rankings`` is
+one search's view: the documents table first, every other table when first ranked, so rows
+are at least as new as the live documents that filter them (an uncommitted run is never let
+through).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+import pyarrow as pa
 
-from propdex.store import maintenance
 from propdex.store import predicates as p
-from propdex.store.datasets import open_dataset, read_rows, select_stored
+from propdex.store.datasets import (
+    connect,
+    has_table_folder,
+    open_table,
+    read_rows,
+    run,
+    storage_errors,
+    with_absent_columns,
+)
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
+from propdex.store.maintenance import probes_of_indices
 from propdex.store.schema import CHUNKS, DOCUMENTS, FTS_COLUMN, META, PROPOSITIONS, VECTOR
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -41,18 +51,30 @@ class RankingSource(Protocol):
     def rankings(self) -> Rankings: ...
 
 
+@dataclass(frozen=True)
+class TableState:
+    """What a search needs to know of a table at one version."""
+
+    version: int
+    columns: frozenset[str]
+    dim: int | None  # of its vectors; None: the table holds none
+    probes: int | None  # of its vector index; None: it has none
+
+
 class LanceReader:
-    """The index at ``index_uri`` read through pylance for as long as the reader lives.
+    """The index at ``index_uri`` read through LanceDB for as long as the reader lives.
     ``exact``: every vector compared, even where a vector index exists (the reference that
-    the approximate search's recall is measured against). Thread-safe."""
+    the approximate search's recall is measured against). Thread-safe: every read runs on
+    LanceDB's event loop, which alone touches the reader's tables."""
 
     def __init__(self, index_uri: str, storage_options: dict[str, str] | None = None, *,
                  exact: bool = False):
         self.index_uri = index_uri
         self.storage_options = storage_options
         self.exact = exact
-        self._datasets: dict[str, Any] = {}  # table -> its dataset at the latest version seen
-        self._lock = threading.Lock()
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}  # table name -> its opened AsyncTable
+        self._states: dict[str, TableState] = {}  # table name -> its state, latest seen
         self._live = LiveDocumentsCache(self._documents_version, self._documents_rows)
 
     def rankings(self) -> Rankings:
@@ -63,34 +85,73 @@ class LanceReader:
         """The live documents as of the documents table's latest version."""
         return self._live.get()
 
-    def latest(self, name: str) -> Any:
-        """Table ``name``'s dataset at its latest version, or None without the table."""
-        with self._lock:
-            dataset = self._datasets.get(name)
-        if dataset is None:
-            dataset = open_dataset(self.index_uri, name, storage_options=self.storage_options)
-        else:
-            # Checked out from the dataset already open: the new version shares its session,
-            # so the caches of the table's indexes stay warm.
-            latest = dataset.latest_version
-            if latest != dataset.version:
-                dataset = dataset.checkout_version(latest)
-        if dataset is not None:
-            with self._lock:
-                held = self._datasets.get(name)
-                if held is None or held.version < dataset.version:
-                    self._datasets[name] = dataset
-        return dataset
+    def table_state(self, name: str) -> tuple[TableState, int] | None:
+        """Table ``name``'s state at its latest version and its row count (None: no such
+        table)."""
+
+        async def state() -> tuple[TableState, int] | None:
+            table = await self.latest(name)
+            if table is None:
+                return None
+            return await self.state(name, table), await table.count_rows()
+
+        return self.read(state())
+
+    def read(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """``coroutine`` run on LanceDB's event loop, the one thread that touches the
+        reader's tables."""
+        return run(coroutine)
+
+    async def latest(self, name: str) -> Any:
+        """Table ``name`` (a LanceDB AsyncTable) checked out at its latest version, or None
+        without the table. The table is opened once and shared by every search of this
+        reader: checking out moves it forward in place, so the caches of its indexes stay
+        warm, and a search holding it sees rows at least as new as when it first looked."""
+        table = self._tables.get(name)
+        if table is None and not has_table_folder(self.index_uri, name):
+            return None
+        with storage_errors(f"cannot open table {name} in the index at {self.index_uri}"):
+            if table is None:
+                if self._db is None:
+                    self._db = await connect(self.index_uri, self.storage_options)
+                table = await open_table(self._db, name)
+                if table is None:
+                    return None
+                table = self._tables.setdefault(name, table)
+            await table.checkout_latest()
+        return table
+
+    async def state(self, name: str, table: Any) -> TableState:
+        """The TableState of ``table`` (table ``name``) at its checked-out version, looked up
+        again only when the version changed."""
+        version = await table.version()
+        known = self._states.get(name)
+        if known is not None and known.version == version:
+            return known
+        schema = await table.schema()
+        dim = schema.field(VECTOR).type.list_size if VECTOR in schema.names else None
+        state = TableState(version, frozenset(schema.names), dim,
+                           probes_of_indices(await table.list_indices()))
+        if known is None or known.version < version:
+            self._states[name] = state
+        return state
 
     def _documents_version(self) -> int | None:
-        documents = self.latest(DOCUMENTS)
-        return None if documents is None else documents.version
+        async def version() -> int | None:
+            documents = await self.latest(DOCUMENTS)
+            return None if documents is None else await documents.version()
+
+        return self.read(version())
 
     def _documents_rows(self, version: int) -> list[dict]:
-        documents = self.latest(DOCUMENTS)
-        if documents.version != version:
-            documents = documents.checkout_version(version)
-        return read_rows(documents, LIVE_COLUMNS).to_pylist()
+        # The table at the version just seen or a later one, which LiveDocumentsCache allows:
+        # the live documents may be fresher than their key, never older.
+        async def rows() -> pa.Table:
+            documents = await self.latest(DOCUMENTS)
+            state = await self.state(DOCUMENTS, documents)
+            return await read_rows(documents, state.columns, LIVE_COLUMNS)
+
+        return self.read(rows()).to_pylist()
 
 
 class Rankings:
@@ -100,14 +161,17 @@ class Rankings:
     def __init__(self, reader: LanceReader, live: LiveDocuments):
         self.reader = reader
         self.live = live
-        self._datasets: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the rankings of one search run on a thread pool
+        # table name -> the task checking it out, awaited by every ranking of it: created
+        # and read on LanceDB's event loop only.
+        self._checkouts: dict[str, asyncio.Task] = {}
 
-    def _dataset(self, name: str) -> Any:
-        with self._lock:
-            if name not in self._datasets:
-                self._datasets[name] = self.reader.latest(name)
-            return self._datasets[name]
+    async def _table(self, name: str) -> tuple[Any, TableState | None]:
+        if name not in self._checkouts:
+            self._checkouts[name] = asyncio.ensure_future(self.reader.latest(name))
+        table = await self._checkouts[name]
+        if table is None:
+            return None, None
+        return table, await self.reader.state(name, table)
 
     def live_documents(self) -> LiveDocuments:
         return self.live
@@ -115,48 +179,72 @@ class Rankings:
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
                        columns: Sequence[str], doc_ids: list[str] | None,
                        meta: list[str] | None = None) -> list[dict]:
-        dataset = self._dataset(table)
-        if dataset is None or not _can_hold(dataset, meta):
-            return []
-        query = np.asarray(vector, dtype=np.float32)
-        stored = dataset.schema.field(VECTOR).type.list_size
-        if query.shape != (stored,):
-            raise ValueError(f"query vector has shape {query.shape}; {table} holds "
-                             f"{stored}-dimensional vectors")
-        nearest: dict[str, Any] = {"column": VECTOR, "q": query, "k": limit,
-                                   "metric": "cosine"}
-        if self.reader.exact:
-            nearest["use_index"] = False
-        elif (probes := vector_index_probes(dataset)) is not None:
-            nearest["nprobes"] = probes
-        where = where_for_scope(table, doc_ids, meta)
-        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
-            columns=[*present, "_distance"], nearest=nearest, filter=where,
-            prefilter=where is not None).to_table().to_pylist())
+        query_vector = np.asarray(vector, dtype=np.float32)
+
+        def nearest(opened: Any, state: TableState) -> Any:
+            if query_vector.shape != (state.dim,):
+                raise ValueError(f"query vector has shape {query_vector.shape}; {table} "
+                                 f"holds {state.dim}-dimensional vectors")
+            query = opened.query().nearest_to(query_vector).column(VECTOR)
+            query = query.distance_type("cosine")
+            if self.reader.exact:
+                return query.bypass_vector_index()
+            return query if state.probes is None else query.nprobes(state.probes)
+
+        rows = self._ranking(table, nearest, "_distance", limit, columns, doc_ids, meta)
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
 
     def text_ranking(self, table: str, query: str, *, limit: int, columns: Sequence[str],
                      doc_ids: list[str] | None, meta: list[str] | None = None) -> list[dict]:
-        from lance.query import MatchQuery
-
-        dataset = self._dataset(table)
-        if dataset is None or not query.strip() or not _can_hold(dataset, meta):
+        if not query.strip():
             return []
-        where = where_for_scope(table, doc_ids, meta)
-        rows = select_stored(set(dataset.schema.names), columns, lambda present: dataset.scanner(
-            columns=[*present, "_score"], full_text_query=MatchQuery(query, FTS_COLUMN),
-            filter=where, prefilter=where is not None, limit=limit).to_table().to_pylist())
+
+        def matching(opened: Any, state: TableState) -> Any:
+            from lancedb.query import MatchQuery
+
+            return opened.query().nearest_to_text(MatchQuery(query, FTS_COLUMN))
+
+        rows = self._ranking(table, matching, "_score", limit, columns, doc_ids, meta)
         for row in rows:
             row["score"] = float(row.pop("_score"))
         return rows
 
+    def _ranking(self, table: str, ask: Callable[[Any, TableState], Any], score: str,
+                 limit: int, columns: Sequence[str], doc_ids: list[str] | None,
+                 meta: list[str] | None) -> list[dict]:
+        """The ``limit`` best rows of ``table`` by the query ``ask`` makes of the opened
+        table, with ``columns`` and the ``score`` column, within the scope."""
+
+        async def ranking() -> pa.Table | None:
+            opened, state = await self._table(table)
+            if opened is None or not _can_hold(state, meta):
+                return None
+            query = ask(opened, state)
+            if (where := where_for_scope(table, doc_ids, meta)) is not None:
+                query = query.where(where)  # a prefilter, as where() is by default
+            present = [c for c in columns if c in state.columns]
+            rows = await query.select([*present, score]).limit(limit).to_arrow()
+            return with_absent_columns(rows, state.columns, columns)
+
+        return self._ranked(ranking())
+
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
-        dataset = self._dataset(CHUNKS)
-        if dataset is None:
-            return []
-        return read_rows(dataset, columns, p.in_list("chunk_id", chunk_ids)).to_pylist()
+        async def rows() -> pa.Table | None:
+            opened, state = await self._table(CHUNKS)
+            if opened is None:
+                return None
+            return await read_rows(opened, state.columns, columns,
+                                   p.in_list("chunk_id", chunk_ids))
+
+        return self._ranked(rows())
+
+    def _ranked(self, coroutine: Coroutine[Any, Any, pa.Table | None]) -> list[dict]:
+        # Rows become Python values here, on the caller's thread, not on the event loop
+        # that every ranking of every search shares.
+        rows = self.reader.read(coroutine)
+        return [] if rows is None else rows.to_pylist()
 
 
 def where_for_scope(table: str, doc_ids: list[str] | None,
@@ -179,19 +267,7 @@ def where_for_scope(table: str, doc_ids: list[str] | None,
     return p.all_of(*scopes)
 
 
-def _can_hold(dataset: Any, meta: list[str] | None) -> bool:
-    """Whether rows of ``dataset`` can hold the ``meta`` entries: an index written before
+def _can_hold(state: TableState, meta: list[str] | None) -> bool:
+    """Whether rows of a table can hold the ``meta`` entries: an index written before
     metadata existed has no such column, and a filter on it matches nothing."""
-    return not meta or META in dataset.schema.names
-
-
-def vector_index_probes(dataset: Any) -> int | None:
-    """The probes for the table's vector index (None: it has none)."""
-    for index in dataset.describe_indices():
-        if VECTOR in index.field_names and index.index_type != "Inverted":
-            trained = maintenance.VECTOR_INDEX_NAME.fullmatch(index.name)
-            if trained is None:  # an older propdex's index
-                return maintenance.VECTOR_INDEX_NPROBES
-            return maintenance.vector_index_probes(int(trained.group(1)),
-                                                   int(trained.group(2)))
-    return None
+    return not meta or META in state.columns

@@ -1,24 +1,25 @@
-"""An index's tables read through pylance, the Lance format's own library, without LanceDB.
+"""An index's tables opened for reading through LanceDB's asynchronous API, and the messages
+Lance's failures give users.
 
-Why: LanceDB is a layer over Lance, and importing it costs a one-shot `propdex search` most
-of its start-up (several times pylance's import; bench/RESULTS.md), while the reads a search
-makes -- a vector search through the table's IVF index, a full-text search through its
-inverted index, rows by a filter -- are Lance's own, which pylance calls as directly.
-
-LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``; a dataset is
-opened at its latest version, or at one asked for.
+LanceDB writes each table as the Lance dataset ``<index>/<name>.lance``. A reader keeps one
+asynchronous connection and its tables (propdex.search.rankings) and runs each read as one
+coroutine on LanceDB's background event loop: the synchronous API makes a round trip to that
+loop for every call and every batch, a cost each search would pay several times over.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from propdex.errors import StorageError
+from propdex.errors import PropdexError, StorageError
+
+T = TypeVar("T")
 
 # Lance appends the Rust source line that raised (", /root/.cargo/.../writer.rs:258:9"):
 # noise in a message for users.
@@ -30,50 +31,75 @@ def lance_reason(exc: BaseException) -> str:
     return _RUST_LOCATION.sub("", str(exc))
 
 
+@contextmanager
+def storage_errors(failure: str) -> Iterator[None]:
+    """Lance's and the OS's failures inside as StorageError("<failure>: <reason>"), where
+    ``failure`` names the index; propdex's own errors pass through."""
+    try:
+        yield
+    except PropdexError:
+        raise
+    except Exception as exc:  # lance raises RuntimeError, OSError, ValueError, ...
+        raise StorageError(f"{failure}: {lance_reason(exc)}") from exc
+
+
 def dataset_uri(index_uri: str, name: str) -> str:
     """Where LanceDB keeps table ``name`` of the index at ``index_uri`` (an absolute folder
     or an object-store URI)."""
     return f"{index_uri.rstrip('/')}/{name}.lance"
 
 
-def open_dataset(index_uri: str, name: str, *, version: int | None = None,
-                 storage_options: dict[str, str] | None = None) -> Any:
-    """The Lance dataset of table ``name`` (at ``version``; None: the latest), or None when
-    the index has no such table. StorageError names the index for any other failure."""
-    import lance
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``coroutine`` run to its end on LanceDB's background event loop (the one its
+    synchronous API runs on), from any thread but that loop's."""
+    from lancedb.background_loop import LOOP
 
-    uri = dataset_uri(index_uri, name)
-    if "://" not in uri and not (Path(uri) / "_versions").is_dir():
-        return None  # a local index without the table (or no index at all)
+    return LOOP.run(coroutine)
+
+
+async def connect(index_uri: str, storage_options: dict[str, str] | None) -> Any:
+    """An asynchronous LanceDB connection to the index at ``index_uri``. Its tables stay at
+    the version last checked out rather than looking for a newer one at every call: a reader
+    checks out each table's latest version once per search (``checkout_latest``)."""
+    import lancedb
+
+    return await lancedb.connect_async(index_uri, storage_options=storage_options)
+
+
+async def open_table(db: Any, name: str) -> Any:
+    """Table ``name`` opened on the asynchronous connection ``db``, or None when the index
+    has no such table."""
     try:
-        return lance.dataset(uri, version=version, storage_options=storage_options)
+        return await db.open_table(name)
     except (FileNotFoundError, ValueError) as exc:
-        if "://" in uri and "not found" in str(exc).lower():
-            return None  # an object store without the table
-        raise StorageError(f"cannot open table {name} in the index at {index_uri}: "
-                           f"{lance_reason(exc)}") from exc
+        if "not found" not in str(exc).lower():
+            raise
+        return None  # an object store without the table
 
 
-def select_stored(stored: set[str], columns: Sequence[str],
-                  read: Callable[[list[str]], list[dict]]) -> list[dict]:
-    """``read`` of those ``columns`` that are ``stored``, the others set to null on each row:
-    a column an index written by an older propdex lacks reads as null (as in read_rows)."""
-    absent = [c for c in columns if c not in stored]
-    rows = read([c for c in columns if c in stored])
-    for row in rows if absent else ():
-        row.update(dict.fromkeys(absent))
-    return rows
+def has_table_folder(index_uri: str, name: str) -> bool:
+    """Whether table ``name`` may exist: False for a local index without its folder (or no
+    index at all), so that nothing is connected to or created there; True in an object
+    store, where only opening the table tells."""
+    uri = dataset_uri(index_uri, name)
+    return "://" in uri or (Path(uri) / "_versions").is_dir()
 
 
-def read_rows(dataset: Any, columns: Sequence[str], where: str | None = None, *,
-              fragments: Iterable[Any] | None = None, limit: int | None = None) -> pa.Table:
-    """Rows of ``dataset`` with ``columns`` (a column an older index lacks reads as null, as
-    in Index.read_batches), filtered by ``where``, from ``fragments`` only when given."""
-    stored = set(dataset.schema.names)
-    table = dataset.scanner(columns=[c for c in columns if c in stored], filter=where,
-                            fragments=None if fragments is None else list(fragments),
-                            limit=limit).to_table()
+async def read_rows(table: Any, stored: set[str], columns: Sequence[str],
+                    where: str | None = None) -> pa.Table:
+    """Rows of the asynchronous LanceDB ``table``, whose columns are ``stored``, with
+    ``columns`` (a column an older index lacks reads as null, as in Index.read_batches),
+    filtered by ``where``."""
+    query = table.query().select([c for c in columns if c in stored])
+    if where is not None:
+        query = query.where(where)
+    return with_absent_columns(await query.to_arrow(), stored, columns)
+
+
+def with_absent_columns(rows: pa.Table, stored: set[str], columns: Sequence[str]) -> pa.Table:
+    """``rows`` with those ``columns`` that are not ``stored`` added as nulls, in the order
+    of ``columns`` and then any other column of ``rows`` (a score)."""
     for column in columns:
         if column not in stored:
-            table = table.append_column(column, pa.nulls(table.num_rows))
-    return table.select(list(columns))
+            rows = rows.append_column(column, pa.nulls(rows.num_rows))
+    return rows.select([*columns, *(c for c in rows.column_names if c not in columns)])

@@ -61,8 +61,8 @@ class Index(Replacements):
                    storage_options=storage_options)
 
     def rankings(self) -> Rankings:
-        """What propdex.search ranks with: this index read through pylance, the same reads as
-        every other reader's (propdex.search.rankings)."""
+        """What propdex.search ranks with: this index read by a LanceReader of its own, the
+        same reads as every other reader's (propdex.search.rankings)."""
         from propdex.search.rankings import LanceReader  # it imports propdex.store
 
         with self._guard:

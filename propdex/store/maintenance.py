@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -145,7 +146,7 @@ class Maintenance(Tables):
 
 
 def _has_vector_index(table: Any) -> bool:
-    return _vector_index_probes(table) is not None
+    return probes_of_indices(table.list_indices()) is not None
 
 
 def vector_index_partitions(rows: int) -> int:
@@ -161,9 +162,10 @@ def vector_index_probes(rows: int, partitions: int) -> int:
     return max(1, min(partitions, math.ceil(wanted * partitions / max(rows, 1))))
 
 
-def _vector_index_probes(table: Any) -> int | None:
-    """The probes a search of ``table``'s vector index uses (None: it has none)."""
-    for index in table.list_indices():
+def probes_of_indices(indices: Iterable[Any]) -> int | None:
+    """The probes a search of a table with ``indices`` (LanceDB IndexConfigs) uses through its
+    vector index (None: it has none)."""
+    for index in indices:
         if VECTOR in index.columns and index.index_type != "FTS":
             trained = VECTOR_INDEX_NAME.fullmatch(index.name)
             if trained is None:  # an older propdex's index, until optimize() replaces it

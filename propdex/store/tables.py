@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from propdex.errors import PropdexError, StorageError
+from propdex.errors import StorageError
 from propdex.store import predicates as p
-from propdex.store.datasets import lance_reason
+from propdex.store.datasets import storage_errors
 from propdex.store.live import LiveDocuments, LiveDocumentsCache
 from propdex.store.locks import WriterLocks
 from propdex.store.schema import (
@@ -54,13 +54,8 @@ class Tables:
     @contextmanager
     def _storage(self, action: str) -> Iterator[None]:
         """Turn LanceDB and OS failures into StorageError naming the database."""
-        try:
+        with storage_errors(f"cannot {action} in the index at {self.uri}"):
             yield
-        except PropdexError:
-            raise
-        except Exception as exc:  # lance raises RuntimeError, OSError, ValueError, ...
-            reason = lance_reason(exc)
-            raise StorageError(f"cannot {action} in the index at {self.uri}: {reason}") from exc
 
     def _connect(self, *, for_write: bool) -> Any:
         with self._guard:
@@ -71,7 +66,7 @@ class Tables:
                     return None  # reading a database that does not exist: nothing to read
                 if not self.create:
                     raise StorageError(f"no index at {self.uri}")
-            import lancedb  # here: a one-shot search reads through pylance only (cli.py)
+            import lancedb  # on first connection: commands that open no index never import it
 
             with self._storage("open the database"):
                 # interval 0: every read sees the latest committed version, also the ones

@@ -12,7 +12,8 @@ comes from the engine's plain-text renderers (``*_to_text`` and the tables'
 ``extract`` cells), not its Markdown ones: those wrap every styled span in ``_``/``**``
 and superscripts in ``<sup>``, which would land in the index as noise
 (``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19). The plain text has no superscript mark
-either: that cell reads "2.3 · 1019".
+either ("2.3 · 1019"): text boxes, footnotes and table cells holding a superscript are
+read from their spans (``propdex.extract.spans``), which write an exponent with a caret.
 
 Every paragraph records the rectangle it was read from, every table row its row's
 rectangle, so that stored text maps back to page regions.
@@ -31,7 +32,13 @@ import pymupdf
 
 from propdex.extract.layout import Block
 from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
-from propdex.extract.spans import lines_text
+from propdex.extract.spans import (
+    footnotes_text,
+    lines_text,
+    page_spans,
+    split_merged_spans,
+    superscript_cell_text,
+)
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -115,12 +122,13 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
     result.ocr = ocr and any(utils.is_ocr_text(span) for box in page.boxes
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
+    raw = page_spans(doc.load_page(index))
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
         lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
                  for line in box.textlines or [] if line["spans"]]
-        piece = _box_piece(box, box_rect, levels.get(number, 1))
+        piece = _box_piece(box, box_rect, levels.get(number, 1), raw)
         if piece is not None and piece.text:
             piece.lines = lines
             result.pieces.append(piece)
@@ -158,17 +166,19 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
     page.pieces = kept_pieces
 
 
-def _box_piece(box, rect, list_level: int) -> Piece | None:
+def _box_piece(box, rect, list_level: int, raw: dict[int, list[dict]]) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        piece = _table_piece(box.table or {}, rect)
+        piece = _table_piece(box.table or {}, rect, raw)
         if piece is not None:
             piece.kind = kind
         return piece
     lines = box.textlines or []
     if not lines:
         return None
+    if kind not in ("picture", "formula", "list-item"):
+        split_merged_spans(lines, raw)
     if kind in _HEADINGS:
         title = _one_line(lines_text(lines))
         return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0, kind=kind)
@@ -177,10 +187,10 @@ def _box_piece(box, rect, list_level: int) -> Piece | None:
         raw = "\n".join(" ".join(s["text"] for s in line["spans"]) for line in lines)
     elif kind == "list-item":
         raw = _list_items(document_layout.list_item_to_text(lines, list_level))
-    elif kind == "footnote":
-        raw = document_layout.footnote_to_text(lines)
-    elif document_layout.is_superscripted(lines[0]) or document_layout.is_monospaced(lines):
-        raw = document_layout.text_to_text(lines)  # a footnote or a code block
+    elif kind == "footnote" or document_layout.is_superscripted(lines[0]):
+        raw = footnotes_text(lines)  # a footnote, or one the engine classed as text
+    elif document_layout.is_monospaced(lines):
+        raw = document_layout.code_block_to_text(lines)
     else:
         raw = lines_text(lines)
     text = normalise_pdf_text(raw)
@@ -214,13 +224,25 @@ def _cell(text: str | None) -> str:
     return _one_line(text or "").replace("|", "\\|")
 
 
-def _table_piece(table: dict, rect) -> Piece | None:
+def _cells(row: list[str | None], rects, raw: dict[int, list[dict]]) -> list[str]:
+    """A row's cells; one holding a superscript is read from its spans (the plain extract
+    runs an exponent into its base)."""
+    rects = rects or []
+    return [
+        _cell((superscript_cell_text(rects[n], raw) if n < len(rects) and rects[n] and text
+               else None) or text)
+        for n, text in enumerate(row)
+    ]
+
+
+def _table_piece(table: dict, rect, raw: dict[int, list[dict]]) -> Piece | None:
     """A pipe table, one row per line, the first row as its header; each row records the
     rectangle its cells span."""
     rows = table.get("extract") or []
     cells = table.get("cells") or []
     kept = [
-        ([_cell(c) for c in row], cells[index] if index < len(cells) else None)
+        (_cells(row, cells[index] if index < len(cells) else None, raw),
+         cells[index] if index < len(cells) else None)
         for index, row in enumerate(rows)
         if any(_cell(c) for c in row)
     ]

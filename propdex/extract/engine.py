@@ -51,6 +51,8 @@ _CLOSING_MARKS = "\"'”’)]*"
 # Boxes of running text (a fast-mode fallback page is one such box).
 _RUNNING_TEXT = ("text", "list-item", "")
 # A caption the engine classes as text.
+# Three letters in a row: OCR output without one is no legible text.
+_WORD = re.compile(r"[^\W\d_]{3}")
 _CAPTION = re.compile(r"(?:Figure|Fig\.|Table|Exhibit|Chart)\s*\d+[a-z]?\s*[:.|]")
 
 
@@ -119,6 +121,8 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
     page = parsed.pages[0]
     rect = doc.load_page(index).rect
     result = PagePieces(height=rect.height, top=rect.y0)
+    if ocr:
+        _drop_illegible_ocr(page.boxes)
     result.ocr = ocr and any(utils.is_ocr_text(span) for box in page.boxes
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
@@ -133,6 +137,26 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
             piece.lines = lines
             result.pieces.append(piece)
     return result
+
+
+def _drop_illegible_ocr(boxes) -> None:
+    """On a page with a text layer of its own (a cover with a title in type over a photo),
+    keep of what OCR read only lines with a word in them: Tesseract reads a photo as
+    letters and marks ("a", "es", "a a | — re"), while a logo's words ("McKinsey &
+    Company") are text the layer lacks. A page that is all scan keeps all its OCR text."""
+    _, utils = _engine()
+    spans = [s for box in boxes for line in box.textlines or [] for s in line["spans"]]
+    if not any(s["text"].strip() and not utils.is_ocr_text(s) for s in spans):
+        return
+    for box in boxes:
+        if box.textlines:
+            box.textlines = [line for line in box.textlines if not _illegible_ocr(line, utils)]
+
+
+def _illegible_ocr(line: dict, utils) -> bool:
+    spans = line["spans"]
+    return (bool(spans) and all(utils.is_ocr_text(s) for s in spans)
+            and not _WORD.search(" ".join(s["text"] for s in spans)))
 
 
 def furniture_blocks(page: PagePieces) -> tuple[list[Block], list[tuple[int, int]]]:

@@ -21,8 +21,8 @@ from propdex.checks import CHECKS_VERSION
 # chunk, or split between rows with the caption and header rows in each part's header.
 # 4: layout reader: pictures on pages with a text layer not OCRed, chunks of its
 # one-line paragraphs filled with sentences. 5: layout reader: superscripts kept apart
-# ("10^19", a footnote's "4 To illustrate"), OCR lines without a word left out of a page
-# with a text layer.
+# ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
+# a word left out of a page with a text layer.
 PIPELINE_VERSION = "5"
 
 LLMStep = Literal["context", "propositions", "grading"]

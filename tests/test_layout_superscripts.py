@@ -89,3 +89,23 @@ def test_an_exponent_in_a_table_cell_is_written_with_a_caret(tmp_path: Path) -> 
     table = next(p for p in text.split("\n\n") if p.startswith("|"))
     assert ("|Model|Training cost|\n|---|---|\n|Transformer|3.3 · 10^18|\n|ConvS2S|9.6 · 10^18|"
             == table)
+
+
+def _formula_pdf(path: Path) -> Path:
+    """Prose, a displayed formula with a raised "T" and its number, prose."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_textbox(pymupdf.Rect(72, 72, 523, 160), PROSE, fontsize=BODY)
+    x = 200.0
+    for text, size, shift in [("softmax(QK", BODY, 0), ("T", SMALL, RISE), (")V", BODY, 0)]:
+        page.insert_text((x, 200 + shift), text, fontsize=size, fontname="tiit")
+        x += pymupdf.get_text_length(text, fontname="tiit", fontsize=size)
+    page.insert_text((500, 200), "(1)", fontsize=BODY)
+    page.insert_textbox(pymupdf.Rect(72, 230, 523, 320), PROSE, fontsize=BODY)
+    doc.save(path)
+    return path
+
+
+def test_a_displayed_formula_is_spaced_as_printed_with_its_exponent(tmp_path: Path) -> None:
+    text = extract_document(_formula_pdf(tmp_path / "formula.pdf"), LAYOUT).text
+    assert "softmax(QK^T)V (1)" == text.split("\n\n")[1]

@@ -126,13 +126,13 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
     result.ocr = ocr and any(utils.is_ocr_text(span) for box in page.boxes
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
-    raw = page_spans(doc.load_page(index))
+    raw_spans = page_spans(doc.load_page(index))
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
         lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
                  for line in box.textlines or [] if line["spans"]]
-        piece = _box_piece(box, box_rect, levels.get(number, 1), raw)
+        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans)
         if piece is not None and piece.text:
             piece.lines = lines
             result.pieces.append(piece)
@@ -190,25 +190,28 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
     page.pieces = kept_pieces
 
 
-def _box_piece(box, rect, list_level: int, raw: dict[int, list[dict]]) -> Piece | None:
+def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]]) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        piece = _table_piece(box.table or {}, rect, raw)
+        piece = _table_piece(box.table or {}, rect, raw_spans)
         if piece is not None:
             piece.kind = kind
         return piece
     lines = box.textlines or []
     if not lines:
         return None
-    if kind not in ("picture", "formula", "list-item"):
-        split_merged_spans(lines, raw)
+    if kind not in ("picture", "list-item"):
+        split_merged_spans(lines, raw_spans)
     if kind in _HEADINGS:
         title = _one_line(lines_text(lines))
         return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0, kind=kind)
-    if kind in ("picture", "formula"):
-        # Labels and values drawn inside a chart or a formula: one line each, as printed.
+    if kind == "picture":
+        # Labels and values drawn inside a chart: one line each, as printed.
         raw = "\n".join(" ".join(s["text"] for s in line["spans"]) for line in lines)
+    elif kind == "formula":
+        # One line each, spaced as printed: "softmax(QK^T)" rather than "softmax( QK T )".
+        raw = "\n".join(lines_text([line]) for line in lines)
     elif kind == "list-item":
         raw = _list_items(document_layout.list_item_to_text(lines, list_level))
     elif kind == "footnote" or document_layout.is_superscripted(lines[0]):

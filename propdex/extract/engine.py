@@ -50,9 +50,9 @@ _SENTENCE_ENDS = (".", "!", "?", ":", ";")
 _CLOSING_MARKS = "\"'”’)]*"
 # Boxes of running text (a fast-mode fallback page is one such box).
 _RUNNING_TEXT = ("text", "list-item", "")
-# A caption the engine classes as text.
 # Three letters in a row: OCR output without one is no legible text.
 _WORD = re.compile(r"[^\W\d_]{3}")
+# A caption the engine classes as text.
 _CAPTION = re.compile(r"(?:Figure|Fig\.|Table|Exhibit|Chart)\s*\d+[a-z]?\s*[:.|]")
 
 

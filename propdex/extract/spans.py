@@ -33,7 +33,8 @@ SUPERSCRIPT_RISE = 0.15  # and its baseline at least this fraction of that size 
 EXPONENT = "^"
 # Marks a footnote is referenced by besides numbers.
 _FOOTNOTE_SYMBOLS = set("*∗†‡§¶")
-# Spans MuPDF gives for the page, without style collection: a tenth of the engine's cost.
+# Spans MuPDF gives for the page: without the styles and vectors the engine collects, which
+# matching its spans does not need.
 RAW_TEXT_FLAGS = (pymupdf.TEXT_ACCURATE_BBOXES | pymupdf.TEXT_MEDIABOX_CLIP
                   | pymupdf.TEXT_IGNORE_ACTUALTEXT)
 LINE_TOLERANCE = 3.0  # points: spans this close in height are one line (as the engine has it)
@@ -73,7 +74,7 @@ def _before_superscript(written: str, text: str) -> str:
     return ""
 
 
-def _spaced(previous: dict, span: dict, text: str) -> bool:
+def _spaced(previous: dict, span: dict) -> bool:
     if span["text"][:1].isspace():
         return True
     return span["bbox"][0] - previous["bbox"][2] > JOIN_GAP * min(previous["size"], span["size"])
@@ -106,7 +107,7 @@ def lines_text(lines: list[dict]) -> str:
                 if previous is None:
                     join = _line_join(written, text)
                     written = written[:-1] if join == "\b" else written + join
-                elif _spaced(previous, span, text):
+                elif _spaced(previous, span):
                     written += " "
                 elif raised and not previous_raised:
                     written += _before_superscript(written, text)
@@ -158,14 +159,20 @@ def split_merged_spans(lines: list[dict], raw: dict[int, list[dict]]) -> None:
         line["spans"] = parts
 
 
-def _pieces(span: dict, raw: dict[int, list[dict]]) -> list[dict] | None:
-    x0, y0, x1, y1 = tuple(span["bbox"])
-    found = [
+def _spans_within(raw: dict[int, list[dict]], rect: tuple[float, float, float, float],
+                  slack: float = 0.0) -> list[dict]:
+    """The spans of ``raw`` whose centre lies in ``rect`` widened by ``slack`` points."""
+    x0, y0, x1, y1 = rect
+    return [
         s for bucket in range(int(y0 / _BUCKET) - 1, int(y1 / _BUCKET) + 2)
         for s in raw.get(bucket, [])
-        if x0 - 0.5 <= (s["bbox"][0] + s["bbox"][2]) / 2 <= x1 + 0.5
-        and y0 - 0.5 <= (s["bbox"][1] + s["bbox"][3]) / 2 <= y1 + 0.5
+        if x0 - slack <= (s["bbox"][0] + s["bbox"][2]) / 2 <= x1 + slack
+        and y0 - slack <= (s["bbox"][1] + s["bbox"][3]) / 2 <= y1 + slack
     ]
+
+
+def _pieces(span: dict, raw: dict[int, list[dict]]) -> list[dict] | None:
+    found = _spans_within(raw, tuple(span["bbox"]), slack=0.5)
     if len(found) < 2:
         return None
     found.sort(key=lambda s: s["bbox"][0])
@@ -178,14 +185,8 @@ def superscript_cell_text(rect: tuple[float, float, float, float],
                           raw: dict[int, list[dict]]) -> str | None:
     """A table cell's text from the page's spans where the cell holds a superscript (its
     plain extract reads "2.3 · 1019" for 2.3 · 10^19), else None."""
-    x0, y0, x1, y1 = rect
-    inside = [
-        s for bucket in range(int(y0 / _BUCKET) - 1, int(y1 / _BUCKET) + 2)
-        for s in raw.get(bucket, [])
-        if x0 <= (s["bbox"][0] + s["bbox"][2]) / 2 <= x1 and y0 <= (s["bbox"][1] + s["bbox"][3]) / 2 <= y1
-    ]
     lines: list[dict] = []
-    for span in sorted(inside, key=lambda s: s["bbox"][3]):
+    for span in sorted(_spans_within(raw, rect), key=lambda s: s["bbox"][3]):
         # One printed line, as the engine joins them: tops or bottoms within LINE_TOLERANCE
         # (a superscript is a line of its own for MuPDF).
         last = lines[-1]["spans"][-1]["bbox"] if lines else None
@@ -196,6 +197,7 @@ def superscript_cell_text(rect: tuple[float, float, float, float],
             lines.append({"spans": [span]})
     for line in lines:
         line["spans"].sort(key=lambda s: s["bbox"][0])
-    if not any(is_raised(s, n) for line in lines for s, n in zip(line["spans"][1:], line["spans"], strict=False)):
+    if not any(is_raised(span, before) for line in lines
+               for span, before in zip(line["spans"][1:], line["spans"], strict=False)):
         return None
     return lines_text(lines)

@@ -20,8 +20,10 @@ from propdex.checks import CHECKS_VERSION
 # text encodings read instead of refused. 3: a Markdown table and its caption kept whole in a
 # chunk, or split between rows with the caption and header rows in each part's header.
 # 4: layout reader: pictures on pages with a text layer not OCRed, chunks of its
-# one-line paragraphs filled with sentences.
-PIPELINE_VERSION = "4"
+# one-line paragraphs filled with sentences. 5: layout reader: superscripts kept apart
+# ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
+# a word left out of a page with a text layer.
+PIPELINE_VERSION = "5"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

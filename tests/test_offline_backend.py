@@ -54,10 +54,10 @@ def one_sentence(text: str) -> bool:
 
 def test_prompt_versions_name_every_rule_set(backend):
     expected = {
-        "title": "offline-title-v2",
-        "summary": "offline-summary-v2",
-        "propositions": "offline-propositions-v3",
-        "grading": "offline-grading-v3",
+        "title": "offline-title-v3",
+        "summary": "offline-summary-v3",
+        "propositions": "offline-propositions-v4",
+        "grading": "offline-grading-v4",
     }
     assert expected == backend.prompt_versions()
 

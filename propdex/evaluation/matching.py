@@ -3,7 +3,9 @@
 Texts are compared as sequences of word tokens (runs of letters and digits, NFKC-normalised
 and case-folded), so "5,841" matches "5 841", curly and straight quotes are the same, and a
 PDF's hard line break inside a quoted span does not matter. Matches align on token
-boundaries: "16" is not found inside "2016". A match in the document is mapped back to
+boundaries: "16" is not found inside "2016". The layout reader's exponent caret joins a
+token ("10^19" and "1019" are both the token "1019"), so evidence copied from a PDF viewer,
+where a superscript reads flat, still matches. A match in the document is mapped back to
 character offsets (first token's start to last token's end), which is how evidence spans
 are placed against the chunks' ``char_start``/``char_end``.
 """
@@ -15,11 +17,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-_TOKEN = re.compile(r"[^\W_]+")
+_TOKEN = re.compile(r"[^\W_]+(?:\^[^\W_]+)*")
 
 
 def _fold(token: str) -> str:
-    return unicodedata.normalize("NFKC", token).casefold()
+    return unicodedata.normalize("NFKC", token).casefold().replace("^", "")
 
 
 def tokens(text: str) -> list[str]:

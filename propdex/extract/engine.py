@@ -12,7 +12,8 @@ comes from the engine's plain-text renderers (``*_to_text`` and the tables'
 ``extract`` cells), not its Markdown ones: those wrap every styled span in ``_``/``**``
 and superscripts in ``<sup>``, which would land in the index as noise
 (``2_._3_·_10<sup>19</sup>`` for 2.3 · 10^19). The plain text has no superscript mark
-either: that cell reads "2.3 · 1019".
+either ("2.3 · 1019"): text boxes, footnotes and table cells holding a superscript are
+read from their spans (``propdex.extract.spans``), which write an exponent with a caret.
 
 Every paragraph records the rectangle it was read from, every table row its row's
 rectangle, so that stored text maps back to page regions.
@@ -31,7 +32,13 @@ import pymupdf
 
 from propdex.extract.layout import Block
 from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
-from propdex.extract.spans import lines_text
+from propdex.extract.spans import (
+    footnotes_text,
+    lines_text,
+    page_spans,
+    split_merged_spans,
+    superscript_cell_text,
+)
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -43,6 +50,8 @@ _SENTENCE_ENDS = (".", "!", "?", ":", ";")
 _CLOSING_MARKS = "\"'”’)]*"
 # Boxes of running text (a fast-mode fallback page is one such box).
 _RUNNING_TEXT = ("text", "list-item", "")
+# Three letters in a row: OCR output without one is no legible text.
+_WORD = re.compile(r"[^\W\d_]{3}")
 # A caption the engine classes as text.
 _CAPTION = re.compile(r"(?:Figure|Fig\.|Table|Exhibit|Chart)\s*\d+[a-z]?\s*[:.|]")
 
@@ -112,19 +121,42 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
     page = parsed.pages[0]
     rect = doc.load_page(index).rect
     result = PagePieces(height=rect.height, top=rect.y0)
+    if ocr:
+        _drop_illegible_ocr(page.boxes)
     result.ocr = ocr and any(utils.is_ocr_text(span) for box in page.boxes
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
+    raw_spans = page_spans(doc.load_page(index))
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
         lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
                  for line in box.textlines or [] if line["spans"]]
-        piece = _box_piece(box, box_rect, levels.get(number, 1))
+        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans)
         if piece is not None and piece.text:
             piece.lines = lines
             result.pieces.append(piece)
     return result
+
+
+def _drop_illegible_ocr(boxes) -> None:
+    """On a page with a text layer of its own (a cover with a title in type over a photo),
+    keep of what OCR read only lines with a word in them: Tesseract reads a photo as
+    letters and marks ("a", "es", "a a | — re"), while a logo's words ("McKinsey &
+    Company") are text the layer lacks. A page that is all scan keeps all its OCR text."""
+    _, utils = _engine()
+    spans = [s for box in boxes for line in box.textlines or [] for s in line["spans"]]
+    if not any(s["text"].strip() and not utils.is_ocr_text(s) for s in spans):
+        return
+    for box in boxes:
+        if box.textlines:
+            box.textlines = [line for line in box.textlines if not _illegible_ocr(line, utils)]
+
+
+def _illegible_ocr(line: dict, utils) -> bool:
+    spans = line["spans"]
+    return (bool(spans) and all(utils.is_ocr_text(s) for s in spans)
+            and not _WORD.search(" ".join(s["text"] for s in spans)))
 
 
 def furniture_blocks(page: PagePieces) -> tuple[list[Block], list[tuple[int, int]]]:
@@ -158,29 +190,34 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
     page.pieces = kept_pieces
 
 
-def _box_piece(box, rect, list_level: int) -> Piece | None:
+def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]]) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        piece = _table_piece(box.table or {}, rect)
+        piece = _table_piece(box.table or {}, rect, raw_spans)
         if piece is not None:
             piece.kind = kind
         return piece
     lines = box.textlines or []
     if not lines:
         return None
+    if kind not in ("picture", "list-item"):
+        split_merged_spans(lines, raw_spans)
     if kind in _HEADINGS:
         title = _one_line(lines_text(lines))
         return Piece(title, [(0, len(title), rect)], heading_size=box.max_fontsize or 0, kind=kind)
-    if kind in ("picture", "formula"):
-        # Labels and values drawn inside a chart or a formula: one line each, as printed.
+    if kind == "picture":
+        # Labels and values drawn inside a chart: one line each, as printed.
         raw = "\n".join(" ".join(s["text"] for s in line["spans"]) for line in lines)
+    elif kind == "formula":
+        # One line each, spaced as printed: "softmax(QK^T)" rather than "softmax( QK T )".
+        raw = "\n".join(lines_text([line]) for line in lines)
     elif kind == "list-item":
         raw = _list_items(document_layout.list_item_to_text(lines, list_level))
-    elif kind == "footnote":
-        raw = document_layout.footnote_to_text(lines)
-    elif document_layout.is_superscripted(lines[0]) or document_layout.is_monospaced(lines):
-        raw = document_layout.text_to_text(lines)  # a footnote or a code block
+    elif kind == "footnote" or document_layout.is_superscripted(lines[0]):
+        raw = footnotes_text(lines)  # a footnote, or one the engine classed as text
+    elif document_layout.is_monospaced(lines):
+        raw = document_layout.code_block_to_text(lines)
     else:
         raw = lines_text(lines)
     text = normalise_pdf_text(raw)
@@ -214,13 +251,25 @@ def _cell(text: str | None) -> str:
     return _one_line(text or "").replace("|", "\\|")
 
 
-def _table_piece(table: dict, rect) -> Piece | None:
+def _cells(row: list[str | None], rects, raw: dict[int, list[dict]]) -> list[str]:
+    """A row's cells; one holding a superscript is read from its spans (the plain extract
+    runs an exponent into its base)."""
+    rects = rects or []
+    return [
+        _cell((superscript_cell_text(rects[n], raw) if n < len(rects) and rects[n] and text
+               else None) or text)
+        for n, text in enumerate(row)
+    ]
+
+
+def _table_piece(table: dict, rect, raw: dict[int, list[dict]]) -> Piece | None:
     """A pipe table, one row per line, the first row as its header; each row records the
     rectangle its cells span."""
     rows = table.get("extract") or []
     cells = table.get("cells") or []
     kept = [
-        ([_cell(c) for c in row], cells[index] if index < len(cells) else None)
+        (_cells(row, cells[index] if index < len(cells) else None, raw),
+         cells[index] if index < len(cells) else None)
         for index, row in enumerate(rows)
         if any(_cell(c) for c in row)
     ]

@@ -8,27 +8,28 @@ chunk; ``Usage()`` is returned because nothing is called.
 Rules (each rule set is versioned in ``prompt_versions``; the full rules are in the modules
 of ``propdex.llm.offline_rules``):
 
-title (offline-title-v2)
+title (offline-title-v3)
     The hint (PDF metadata title) when plausible; else the first heading-like line: a
     Markdown heading, or 3-15 mostly capitalised words that are not a page number, URL,
     date, arXiv/DOI id or author list and do not end with a period (a title wrapped over
     lines is rejoined); else the first sentence cut to 12 words.
-summary (offline-summary-v2)
+summary (offline-summary-v3)
     One sentence of at most ~40 words: the first sentence after an "Abstract" label, or
     else the first informative sentence once front matter (title lines, authors, e-mails,
     affiliations, ids, dates, copyright, keywords, contents) is skipped. Segmented with
     pysbd on the first 6,000 characters only; "We ..." becomes "The authors ...".
-propositions (offline-propositions-v3)
+propositions (offline-propositions-v4)
     pysbd sentences minus fragments (< 4 words, no verb, mostly symbols, reference
     entries, bare captions); pieces of sentences cut by the chunk's edges kept as found;
     coordinated independent clauses split at ", and"/", but"/", while"/", whereas"/";"
     when both sides have >= 4 words and a verb; a leading pronoun replaced by the latest
     fitting subject in the chunk or the title ("We" -> "The authors"); citations removed;
-    min/max counts and the character limit from Settings. Each row of a Markdown table
+    min/max counts and the character limit from Settings. A Markdown block quote (the
+    layout reader's footnotes) loses its "> " and the footnote's mark. Each row of a Markdown table
     becomes statements naming the table (caption's "Table N" and subject), the row (first
     cell) and the columns (header cells): "In Table 2 (...), for Transformer (big), BLEU
     EN-DE is 28.4, ...".
-grading (offline-grading-v3)
+grading (offline-grading-v4)
     accuracy = share of content words found in the chunk, measured as the checks do
     (``propdex.checks.words``; 10 when all are); clarity,
     completeness and conciseness start at 10 and lose points for unresolved pronouns and
@@ -47,10 +48,10 @@ from propdex.models import Scores
 from propdex.settings import Settings
 
 PROMPT_VERSIONS = {
-    "title": "offline-title-v2",
-    "summary": "offline-summary-v2",
-    "propositions": "offline-propositions-v3",
-    "grading": "offline-grading-v3",
+    "title": "offline-title-v3",
+    "summary": "offline-summary-v3",
+    "propositions": "offline-propositions-v4",
+    "grading": "offline-grading-v4",
 }
 
 

@@ -1,4 +1,4 @@
-"""Clause splitting for the offline propositions (part of ``offline-propositions-v3``).
+"""Clause splitting for the offline propositions (part of ``offline-propositions-v4``).
 
 Coordinated independent clauses are split at ", and " / ", but " / ", while " /
 ", whereas " / "; " when both sides have at least 4 words and a verb, the right side has a

@@ -1,4 +1,4 @@
-"""Offline grading rules (``offline-grading-v3``): four 1..10 scores per proposition.
+"""Offline grading rules (``offline-grading-v4``): four 1..10 scores per proposition.
 
 - accuracy: the share of the proposition's content words found in the chunk text, its
   title or its section, scaled to 10 and rounded half up: the grounding measure of the

@@ -1,4 +1,4 @@
-"""Pronoun replacement for the offline propositions (part of ``offline-propositions-v3``).
+"""Pronoun replacement for the offline propositions (part of ``offline-propositions-v4``).
 
 A leading pronoun is replaced, left to right through the chunk:
 

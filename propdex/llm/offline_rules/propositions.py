@@ -1,7 +1,8 @@
-"""Offline proposition rules (``offline-propositions-v3``).
+"""Offline proposition rules (``offline-propositions-v4``).
 
 1. Sentences: hard line breaks are undone (``text.text_blocks``, which also drops running
-   headers equal to the title and page numbers) and pysbd segments the chunk. Numeric
+   headers equal to the title and page numbers, and a block quote's "> " marker and
+   footnote mark) and pysbd segments the chunk. Numeric
    citations ("[12]", "[3, 4]") and author-year citations ("(Turing, 1950)", "(Smith et
    al., 2023a; ...)") are removed, unbalanced quote marks are dropped and a "Figure 2:" /
    "Table 1." label is cut from a caption that goes on with a sentence.

@@ -1,4 +1,4 @@
-"""Offline summary rules (``offline-summary-v2``): one sentence from the document's opening.
+"""Offline summary rules (``offline-summary-v3``): one sentence from the document's opening.
 
 1. Only the first ``SUMMARY_SCAN_CHARS`` characters are read (pysbd is slow on long texts).
 2. When an "Abstract" label starts a line, the text after it is used.

@@ -1,4 +1,4 @@
-"""Offline proposition rules for Markdown tables (part of ``offline-propositions-v3``).
+"""Offline proposition rules for Markdown tables (part of ``offline-propositions-v4``).
 
 Each body row of a pipe table (``propdex.chunking.tables``) becomes statements naming the
 table, the row and the columns: "In Table 2 (The Transformer achieves better BLEU scores than

@@ -267,6 +267,10 @@ def _continues_onto_next_line(line: str) -> bool:
 
 # "1 There is controversy ...": a footnote that the PDF text puts inside the page's prose.
 _FOOTNOTE_START = re.compile(r"^\d{1,2}\s+(?=[A-Z][a-z])")
+# A Markdown block quote (the layout reader writes a footnote as one: "> 4 To illustrate"),
+# and the footnote's mark after it: a number or a symbol before the footnote's first word.
+_BLOCK_QUOTE = re.compile(r"^(?:>\s*)+")
+_QUOTED_FOOTNOTE_MARK = re.compile(r"^(?:\d{1,3}\s+(?=[A-Z“\"‘'(])|[*∗†‡§¶]+\s*)")
 _PAGE_NUMBER_LINE = re.compile(r"^(?:page\s+)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?$", re.IGNORECASE)
 
 
@@ -274,8 +278,10 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
     """Paragraphs, headings and list items of ``text``, each on one line.
 
     A line joins the block above unless: a blank line precedes it; it is a Markdown
-    heading or list item; the line above is short (a heading, a front-matter line or a
-    paragraph's last line) and does not end in a comma, hyphen or function word; it starts
+    heading or list item; it opens a Markdown block quote (its "> " marker and a footnote's
+    mark after it are dropped: "> 4 To illustrate" reads "To illustrate"); the line above
+    is short (a heading, a front-matter line or a paragraph's last line) and does not end
+    in a comma, hyphen or function word; it starts
     with a footnote number ("1 There is ...") where the line above is unfinished; the line
     above ends with a colon and this one starts in uppercase; or it is itself a short
     heading-like line. A first line that starts in lowercase or with punctuation never
@@ -295,8 +301,16 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
     current: list[str] = []
     previous = ""  # the line above; "" at the start and after a blank line
     previous_short = False
+    previous_quoted = False
     blank_after_block = False  # a blank line followed the current block
     for line in lines:
+        quote = _BLOCK_QUOTE.match(line)
+        opens_quote = bool(quote) and not previous_quoted
+        previous_quoted = bool(quote)
+        if quote:
+            line = line[quote.end():]
+            if opens_quote:
+                line = _QUOTED_FOOTNOTE_MARK.sub("", line)
         if not line:
             blank_after_block = blank_after_block or bool(current)
             previous, previous_short = "", False
@@ -318,6 +332,7 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
             line = _FOOTNOTE_START.sub("", line)
         new_block = (
             not previous
+            or opens_quote
             or footnote
             or _MARKDOWN_HEADING.match(line) is not None
             or _LIST_ITEM.match(line) is not None

@@ -1,4 +1,4 @@
-"""Offline title rules (``offline-title-v2``).
+"""Offline title rules (``offline-title-v3``).
 
 0. A regulatory filing's cover page (SEC forms 10-K, 10-Q, 20-F, 8-K...): its first lines are
    form boilerplate ("FORM 10-K ... SECURITIES AND EXCHANGE COMMISSION"), so the title is

@@ -373,15 +373,16 @@ class Settings(BaseSettings):
     def _embed_reading(self) -> list[str]:
         """How the local embedder reads long texts. The ONNX runtime reads them whole, in
         windows, which changes their vectors: indexes embedded with truncation re-embed (no LLM
-        call); so does an index when the packaged weights or the int8 quantization recipe
-        change. Empty for the torch runtime and endpoints, whose fingerprints stay as they
-        were."""
+        call); so does an index when the packaged weights, the int8 quantization recipe or
+        the way int8 texts are run change. Empty for the torch runtime and endpoints, whose
+        fingerprints stay as they were."""
         if self.embedder == "minilm" and self.embed_runtime == "onnx":
             from propdex.embed.minilm_weights import weights_tag
-            from propdex.embed.onnx_export import INT8_RECIPE
+            from propdex.embed.onnx_export import INT8_RECIPE, INT8_RUNS
 
             reading = ["windows-256", f"weights-{weights_tag()}"]
-            return reading + [f"int8-{INT8_RECIPE}"] if self.embed_precision == "int8" else reading
+            int8 = [f"int8-{INT8_RECIPE}", f"int8-runs-{INT8_RUNS}"]
+            return reading + int8 if self.embed_precision == "int8" else reading
         return []
 
     def _chunking_fingerprint(self) -> dict[str, object]:

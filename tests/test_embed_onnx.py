@@ -18,7 +18,7 @@ import pytest
 from propdex.embed import make_embedder
 from propdex.embed.minilm_tokens import MAX_TOKENS, token_counts, token_windows
 from propdex.embed.minilm_weights import weights_tag
-from propdex.embed.onnx_export import INT8_RECIPE
+from propdex.embed.onnx_export import INT8_RECIPE, INT8_RUNS
 from propdex.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,6 +102,15 @@ def test_a_batch_gives_each_text_its_own_vector(onnx_embedder):
     one_by_one = np.vstack([onnx_embedder.embed([text]) for text in VARIED_TEXTS])
     together = onnx_embedder.embed(VARIED_TEXTS)
     assert np.allclose(one_by_one, together, atol=1e-5)
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(default_embedder):
+    # int8 activations are quantized per run: batched, a text's vector would change with its
+    # companions (cosine 0.9925 measured), and an index would depend on what was embedded
+    # together.
+    one_by_one = np.vstack([default_embedder.embed([text]) for text in VARIED_TEXTS])
+    together = default_embedder.embed(VARIED_TEXTS + [NUMBERS])[: len(VARIED_TEXTS)]
+    assert one_by_one.tobytes() == together.tobytes()
 
 
 def test_rows_are_float32_unit_vectors(onnx_embedder):
@@ -195,7 +204,13 @@ def test_the_int8_recipe_enters_the_fingerprint():
 
 
 def test_the_int8_recipe_enters_the_cache_keys(default_embedder):
-    assert default_embedder.cache_name.endswith(f"+{INT8_RECIPE}")
+    assert f"+{INT8_RECIPE}+" in default_embedder.cache_name
+
+
+def test_how_int8_texts_are_run_enters_the_fingerprint_and_cache_keys(default_embedder):
+    # int8 vectors computed in batches (before) differ from those computed one text per run.
+    assert f"int8-runs-{INT8_RUNS}" in Settings()._embed_reading()
+    assert default_embedder.cache_name.endswith(f"+{INT8_RUNS}")
 
 
 def test_the_packaged_weights_enter_the_fingerprint():

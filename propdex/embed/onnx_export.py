@@ -27,6 +27,11 @@ EXPORT_RECIPE = "5"
 # and of the pipeline fingerprint, so int8 indexes re-embed. w7: 7-bit weights (see
 # quantize_minilm).
 INT8_RECIPE = "qdyn-w7"
+# How int8 document vectors are run: each text (each window of a long text) alone. Dynamic
+# quantization scales a run's activations per tensor, so in a batch a text's vector would
+# depend on the texts beside it (cosine 0.9925 to its vector alone, enough to reorder
+# results). Part of the int8 vectors' cache keys and of the pipeline fingerprint.
+INT8_RUNS = "per-text"
 
 
 def default_onnx_dir() -> Path:

@@ -11,10 +11,12 @@ fp32, the same default-search scores on the dev set); a query is always embedded
 its vector stays sentence-transformers' (issue 13) and one short text costs a few ms either
 way.
 
-Throughput comes from the batching: texts are tokenized up front, sorted by length and packed
-into batches by token count (little padding); one session per process runs them with as many
-intra-op threads as the process may use, under a lock, so documents embedding at once take
-turns instead of oversubscribing the cores.
+A text's vector depends on that text alone. int8 runs one text (one window) at a time: the
+quantized activations are scaled per run, so a batch would couple its texts' vectors; it costs
+no more CPU than batching (bench/RESULTS.md). fp32 texts are tokenized up front, sorted by
+length and packed into batches by token count (little padding). One session per process runs
+them with as many intra-op threads as the process may use, under a lock, so documents
+embedding at once take turns instead of oversubscribing the cores.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 from propdex.embed.base import Embedder, usable_cores
 from propdex.embed.minilm_tokens import MAX_TOKENS, minilm_tokenizer, token_windows
 from propdex.embed.minilm_weights import weights_tag
-from propdex.embed.onnx_export import INT8_RECIPE, Precision, ensure_onnx_model
+from propdex.embed.onnx_export import INT8_RECIPE, INT8_RUNS, Precision, ensure_onnx_model
 
 WINDOW_OVERLAP = 32  # word pieces shared by neighbouring windows of a long text
 # Padded word pieces per ONNX run: small enough that a layer's activations stay in the CPU
@@ -79,7 +81,7 @@ class OnnxMiniLMEmbedder(Embedder):
         # cached vectors must not be shared with the torch runtime's. Vectors change with the
         # packaged weights, and int8 ones with the quantization recipe.
         name = f"{self.name}+windows+{weights_tag()}"
-        return f"{name}+{INT8_RECIPE}" if self.precision == "int8" else name
+        return f"{name}+{INT8_RECIPE}+{INT8_RUNS}" if self.precision == "int8" else name
 
     def truncated(self, texts: list[str]) -> int | None:
         return 0  # every text is read whole, in windows when it is long
@@ -107,14 +109,15 @@ class OnnxMiniLMEmbedder(Embedder):
         return _normalised(vectors)
 
     def _run(self, pieces: list[list[int]], precision: Precision) -> np.ndarray:
-        """Normalised vectors of token-id sequences, batched by padded token count."""
+        """Normalised vectors of token-id sequences: fp32 batched by padded token count, int8
+        one sequence per run (see the module's docstring)."""
         session = _session(str(ensure_onnx_model(self.onnx_dir, precision)), self.threads)
         order = sorted(range(len(pieces)), key=lambda i: -len(pieces[i]))
         out = np.zeros((len(pieces), self.dim), dtype=np.float32)
         start = 0
         while start < len(order):
             longest = len(pieces[order[start]])  # sorted: the first of a batch is its longest
-            rows = max(1, min(MAX_BATCH_ROWS, BATCH_TOKENS // longest))
+            rows = 1 if precision == "int8" else max(1, min(MAX_BATCH_ROWS, BATCH_TOKENS // longest))
             batch = order[start : start + rows]
             ids = np.zeros((len(batch), longest), dtype=np.int64)
             mask = np.zeros_like(ids)

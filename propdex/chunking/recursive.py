@@ -16,6 +16,8 @@ from wrapped lines and still end at a sentence end.
 
 from __future__ import annotations
 
+import functools
+
 from propdex.chunking.base import Chunker, overlap_start, split_oversized, trim_span
 
 
@@ -25,18 +27,10 @@ class RecursiveChunker(Chunker):
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
         if not 0 <= overlap < chunk_size:
             raise ValueError(f"overlap must be in [0, chunk_size), got {overlap}")
-        # Imported here: chonkie pulls in the OpenAI SDK and takes most of a second to import.
-        from chonkie import RecursiveChunker as ChonkieRecursiveChunker
-
         self.chunk_size = chunk_size
         self.table_chars = chunk_size
         self.overlap = overlap
         self.pack_sentences = pack_sentences
-        # chonkie's default minimum (24 characters) makes its splitter glue short words into
-        # one piece longer than chunk_size, which then gets cut mid-word; 1 keeps word splits.
-        self._chonkie = ChonkieRecursiveChunker(
-            tokenizer="character", chunk_size=chunk_size, min_characters_per_chunk=1
-        )
         # Spans shorter than this are merged into a neighbour when the result still fits:
         # chonkie leaves the tail of an oversized paragraph ("total.") as its own chunk.
         self.min_span = max(1, chunk_size // 8)
@@ -61,6 +55,19 @@ class RecursiveChunker(Chunker):
             else:
                 spans.append((start, end))
         return spans
+
+    @functools.cached_property
+    def _chonkie(self):
+        # Made on first use: chonkie imports its every integration (the OpenAI SDK, aiohttp),
+        # about a second of CPU, and packing sentences needs it only for a sentence longer
+        # than chunk_size.
+        from chonkie import RecursiveChunker as ChonkieRecursiveChunker
+
+        # chonkie's default minimum (24 characters) makes its splitter glue short words into
+        # one piece longer than chunk_size, which then gets cut mid-word; 1 keeps word splits.
+        return ChonkieRecursiveChunker(
+            tokenizer="character", chunk_size=self.chunk_size, min_characters_per_chunk=1
+        )
 
     def _chonkie_spans(self, text: str) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []

@@ -122,7 +122,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if warm_up:
         from propdex.extract.isolated import start_workers
 
-        start_workers(settings, _pdfs_to_read(args.paths, plan))
+        start_workers(settings, _pdfs_to_read(args.paths, plan, settings.allowed_roots))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
         state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
@@ -133,17 +133,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return _report_ingest(summary, args)
 
 
-def _pdfs_to_read(paths: list[str], plan) -> int:
-    """How many PDFs (or other formats PyMuPDF reads) the run may extract, at least: the
-    planned ones, or, before planning, the PDF files named (a folder or a glob counts as
-    many)."""
+def _pdfs_to_read(paths: list[str], plan, allowed_roots: list[str]) -> int:
+    """How many PDFs (or other formats PyMuPDF reads) the run may extract: the planned ones,
+    or, before planning, those the paths name or hold (folders walked, globs expanded), so
+    that a run of Markdown and text files starts no extraction worker. Object-store
+    prefixes count as many: their objects are listed only when the flow plans."""
     from propdex.extract.isolated import pymupdf_sources
+    from propdex.remote import is_remote
+    from propdex.sources import discover
 
     if plan is not None:
         return pymupdf_sources(item.source for item in plan.to_process)
-    if any(not os.path.isfile(path) for path in paths):
-        return sys.maxsize  # a folder or a glob: start a worker for every slot
-    return pymupdf_sources(paths)
+    if any(is_remote(path) for path in paths):
+        return sys.maxsize  # start a worker for every slot
+    return pymupdf_sources(discover(paths, allowed_roots).files)
 
 
 def _early_api(dask: bool):

@@ -10,14 +10,16 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from propdex import ids
 from propdex.errors import DocumentTooLargeError, ExtractionError, UnsupportedSourceError
-from propdex.extract.text import extract_markdown, extract_plain_text
+from propdex.extract.options import ExtractionSettings, extraction_settings
 from propdex.models import ExtractedDocument, PageSpan
 from propdex.security import check_allowed
-from propdex.settings import Settings
+
+if TYPE_CHECKING:
+    from propdex.settings import Settings
 
 # Read by PyMuPDF (in the isolated extraction worker); the others are decoded as text.
 PYMUPDF_SUFFIXES = (".pdf", ".epub", ".xps", ".oxps", ".mobi", ".fb2")
@@ -28,10 +30,12 @@ _T = TypeVar("_T")
 __all__ = ["PYMUPDF_SUFFIXES", "SUPPORTED_SUFFIXES", "extract_document"]
 
 
-def extract_document(path: str | os.PathLike[str], settings: Settings) -> ExtractedDocument:
+def extract_document(path: str | os.PathLike[str],
+                     settings: Settings | ExtractionSettings) -> ExtractedDocument:
+    settings = extraction_settings(settings)
     source = ids.normalise_source(path)
     # Again at the last moment: the file may have become a symlink since it was discovered.
-    check_allowed(source, settings.allowed_roots)
+    check_allowed(source, list(settings.allowed_roots))
     file_path = Path(source)
     suffix = file_path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
@@ -67,6 +71,10 @@ def extract_document(path: str | os.PathLike[str], settings: Settings) -> Extrac
             layout_fallback_pages=pdf.fallback_pages,
             regions=pdf.regions,
         )
+
+    # Imported here: the extraction worker, which reads only PyMuPDF's formats, then starts
+    # without Markdown's parser.
+    from propdex.extract.text import extract_markdown, extract_plain_text
 
     data = _read_or_fail(source, file_path.read_bytes)
     kind, content = (

@@ -37,6 +37,7 @@ from propdex.deadlines import Deadline
 from propdex.embed.base import usable_cores
 from propdex.errors import DocumentTooLargeError, ExtractionError
 from propdex.extract import PYMUPDF_SUFFIXES, extract_document
+from propdex.extract.options import extraction_settings
 from propdex.extract.worker import TOO_LARGE, WorkerResult
 from propdex.ids import normalise_source
 from propdex.models import ExtractedDocument
@@ -188,7 +189,7 @@ def run_worker(source: str, settings: Settings, timeout: float | None) -> Worker
 def _extract_in_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
     worker = _acquire(_worker_kind(settings))
     try:
-        worker.requests.send((source, settings))
+        worker.requests.send((source, extraction_settings(settings)))
         if not worker.answers.poll(timeout):
             worker.stop()
             return None

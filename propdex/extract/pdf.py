@@ -33,9 +33,9 @@ from propdex.extract.engine import OCR_LANGUAGE
 from propdex.extract.furniture import PageLines, find_furniture, page_text
 from propdex.extract.layout import page_blocks
 from propdex.extract.normalise import expand_ligatures, non_space_length, normalise_pdf_text
+from propdex.extract.options import ExtractionSettings
 from propdex.extract.signatures import NOT_PDF_SIGNATURES, binary_signature
 from propdex.models import PageSpan, SectionHint, TextRegion
-from propdex.settings import Settings
 
 PAGE_SEPARATOR = "\n\n"
 
@@ -96,7 +96,7 @@ BOOK_FORMATS = {
 }
 
 
-def extract_pdf(path: Path, source: str, settings: Settings) -> PdfContent:
+def extract_pdf(path: Path, source: str, settings: ExtractionSettings) -> PdfContent:
     """Normalised text, page spans, title hint, sections and OCR flag of one PDF (or one
     document of BOOK_FORMATS, by its suffix)."""
     filetype, label = BOOK_FORMATS.get(path.suffix.lower(), ("pdf", "PDF"))
@@ -137,7 +137,7 @@ def _pymupdf_reason(exc: Exception, path: Path) -> str:
     return " ".join(message.split()) or type(exc).__name__
 
 
-def _open(path: Path, source: str, settings: Settings, filetype: str = "pdf",
+def _open(path: Path, source: str, settings: ExtractionSettings, filetype: str = "pdf",
           label: str = "PDF") -> pymupdf.Document:
     try:
         # An explicit filetype: without it PyMuPDF sniffs the content and opens images as
@@ -153,9 +153,9 @@ def _open(path: Path, source: str, settings: Settings, filetype: str = "pdf",
     return doc
 
 
-def _check_opened(doc: pymupdf.Document, path: Path, source: str, settings: Settings) -> None:
+def _check_opened(doc: pymupdf.Document, path: Path, source: str, settings: ExtractionSettings) -> None:
     if doc.needs_pass:
-        password = settings.pdf_password.get_secret_value() if settings.pdf_password else None
+        password = settings.pdf_password
         if not password:
             raise EncryptedDocumentError(source, "encrypted: password required")
         if not doc.authenticate(password):

@@ -1,6 +1,6 @@
 """The extraction worker process: ``python -m propdex.extract.worker MEMORY_MB``.
 
-It reads (source, settings) requests from stdin and answers each with a WorkerResult on
+It reads (source, ExtractionSettings) requests from stdin and answers each with a WorkerResult on
 stdout (multiprocessing's length-prefixed pickle framing), until stdin closes. Its address
 space is capped at what it uses after importing PyMuPDF plus MEMORY_MB, so a
 decompression bomb fails inside MuPDF instead of exhausting the machine's memory. See
@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 
 from propdex.errors import ExtractionError
 from propdex.extract import extract_document
+from propdex.extract.options import ExtractionSettings
 from propdex.models import ExtractedDocument
 
 # Substrings of MuPDF's messages when an allocation failed under the memory ceiling.
@@ -63,7 +64,7 @@ def _reset_peak_rss() -> None:
         pass
 
 
-def extract_one(source: str, settings) -> WorkerResult:
+def extract_one(source: str, settings: ExtractionSettings) -> WorkerResult:
     _reset_peak_rss()
     try:
         document, error = extract_document(source, settings), None

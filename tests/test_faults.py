@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import threading
 import time
 import zlib
@@ -49,10 +50,10 @@ def content_pdf(path: Path, operators: bytes, repeat: int) -> Path:
     return path
 
 
-@pytest.fixture
-def slow_pdf(tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def slow_pdf(tmp_path_factory) -> Path:
     # Millions of save/restore operators: seconds of MuPDF work, no text, a few KB on disk.
-    return content_pdf(tmp_path / "slow.pdf", b"q Q ", 30_000_000)
+    return content_pdf(tmp_path_factory.mktemp("slow") / "slow.pdf", b"q Q ", 30_000_000)
 
 
 def test_extraction_stuck_past_the_deadline_times_out(slow_pdf, tmp_path):
@@ -139,6 +140,15 @@ def _extract_in_background(path: Path, settings: Settings) -> threading.Thread:
     return thread
 
 
+def _end_extractions(threads: list[threading.Thread]) -> None:
+    """End background extractions now instead of when MuPDF is done with the slow PDF (seconds
+    more): killed workers end them as crashed extractions."""
+    for pid in _extraction_workers():
+        os.kill(pid, signal.SIGKILL)
+    for thread in threads:
+        thread.join()
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
 def test_documents_extracted_at_once_with_one_slot_share_one_worker_process(tmp_path):
     stop_workers()
@@ -173,9 +183,11 @@ def test_a_document_waiting_for_the_extraction_slot_times_out_at_its_deadline(sl
     busy = _extract_in_background(slow_pdf, one_slot)
     time.sleep(0.5)  # the slow document holds the only slot
     good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
-    with pytest.raises(DocumentTimeoutError):
-        extract_isolated(good, one_slot, Deadline(str(good), time.monotonic() + 1.0, 1.0))
-    busy.join()
+    try:
+        with pytest.raises(DocumentTimeoutError):
+            extract_isolated(good, one_slot, Deadline(str(good), time.monotonic() + 1.0, 1.0))
+    finally:
+        _end_extractions([busy])
 
 
 def test_with_two_slots_a_document_is_read_while_another_is_busy(slow_pdf, tmp_path):
@@ -183,9 +195,12 @@ def test_with_two_slots_a_document_is_read_while_another_is_busy(slow_pdf, tmp_p
     busy = _extract_in_background(slow_pdf, two_slots)
     time.sleep(0.5)
     good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
-    read = extract_isolated(good, two_slots).text
-    assert ("Basalt is a volcanic rock.", True) == (read, busy.is_alive())
-    busy.join()
+    try:
+        read = extract_isolated(good, two_slots).text
+        still_busy = busy.is_alive()
+    finally:
+        _end_extractions([busy])
+    assert ("Basalt is a volcanic rock.", True) == (read, still_busy)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")

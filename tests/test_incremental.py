@@ -125,7 +125,9 @@ def test_sigkill_mid_run_resumes_without_repeating_paid_calls(tmp_path):
         path.write_text(f"Keeper's log {n}\n\n{pages}\n", encoding="utf-8")
         sources.append(path)
     db = tmp_path / "db"
-    with ScriptedServer(latency_ms=150) as server:
+    # 50 ms a call: the ~50 proposition calls left after the 40th (where the loop below kills)
+    # and the gradings still take seconds, while the ~190 calls of both runs cost ~5 s.
+    with ScriptedServer(latency_ms=50) as server:
         env = dict(os.environ, PROPDEX_LLM="openai", PROPDEX_LLM_BASE_URL=server.url + "/v1",
                    PROPDEX_LLM_API_KEY=SENTINEL_KEY, PROPDEX_LLM_MODEL="scripted-model",
                    PROPDEX_EMBEDDER="openai", PROPDEX_EMBED_MODEL="scripted-embed",

@@ -82,8 +82,7 @@ def test_propdex_ingest_nice_indexes_at_that_priority(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "propdex.cli", "ingest", str(notes), "--db",
          str(tmp_path / "db"), "--llm", "offline", "--nice", "4", "--json"],
-        env={**ENV, "PREFECT_HOME": str(tmp_path / "prefect")}, capture_output=True,
-        text=True, timeout=600)
+        env=ENV, capture_output=True, text=True, timeout=600)
     summary = json.loads(done.stdout)
     assert (0, ["indexed"], True) == (
         done.returncode, [d["status"] for d in summary["documents"]],

@@ -23,7 +23,7 @@ from propdex.checks import CHECKS_VERSION
 # one-line paragraphs filled with sentences. 5: layout reader: superscripts kept apart
 # ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
 # a word left out of a page with a text layer. 6: chunks embedded without Markdown heading
-# marks, block-quote marks and table delimiter rows.
+# marks and block-quote marks.
 PIPELINE_VERSION = "6"
 
 LLMStep = Literal["context", "propositions", "grading"]

@@ -179,7 +179,7 @@ def build_unit_set(documents: list[EvalDocument], kind: str, embedder: Embedder,
 def _embedded_texts(documents: list[EvalDocument], kind: str) -> list[str]:
     """What the embedder reads of each ``chunk`` or ``sentence`` unit, in ``unit_texts`` order:
     its text without Markdown marks, as the pipeline embeds chunks. A sentence's marks are
-    taken out before its lines are joined, while a heading's "#" still starts a line."""
+    taken out before its lines are joined, while a quote's ">" still starts a line."""
     if kind == "chunk":
         return [embedding_text(c.text) for doc in documents for c in doc.chunks]
     return [" ".join(embedding_text(doc.text[start:end]).split())

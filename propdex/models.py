@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from propdex.embed.plain_text import embedding_text
+
 
 @dataclass(frozen=True)
 class PageSpan:
@@ -131,14 +133,14 @@ class Chunk:
     page_start: int
     page_end: int
     section: str | None = None
-    header: str = ""  # contextual chunk header; embedded text = header + "\n\n" + text
+    header: str = ""  # contextual chunk header; embedded: header + "\n\n" + text, Markdown marks out
     # A part of a table split between rows: the caption and header rows its text lacks (they
     # go into the header and precede the text that propositions are written from).
     table_head: str = ""
 
     @property
     def embed_text(self) -> str:
-        return f"{self.header}\n\n{self.text}" if self.header else self.text
+        return embedding_text(f"{self.header}\n\n{self.text}" if self.header else self.text)
 
     @property
     def prompt_text(self) -> str:

@@ -22,8 +22,9 @@ from propdex.checks import CHECKS_VERSION
 # 4: layout reader: pictures on pages with a text layer not OCRed, chunks of its
 # one-line paragraphs filled with sentences. 5: layout reader: superscripts kept apart
 # ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
-# a word left out of a page with a text layer.
-PIPELINE_VERSION = "5"
+# a word left out of a page with a text layer. 6: chunks embedded without Markdown heading
+# marks and block-quote marks.
+PIPELINE_VERSION = "6"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

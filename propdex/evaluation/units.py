@@ -9,6 +9,9 @@ compared on equal terms (Dense X Retrieval's passage-level setting):
   whose span contains its first character;
 - ``proposition``: the stored vectors of the passed propositions; parent = ``chunk_id``.
 
+Chunks and sentences are embedded without their Markdown marks (``embedding_text``), as the
+pipeline embeds chunks; ``UnitSet.texts`` keep them, as stored.
+
 Vectors computed here go through the embedding cache, so a re-run embeds nothing new.
 Only live rows are read (``Index.live_rows``: the documents row's committed run).
 """
@@ -23,6 +26,7 @@ import numpy as np
 
 from propdex.cache import ResultCache
 from propdex.embed.base import Embedder
+from propdex.embed.plain_text import embedding_text
 from propdex.evaluation.errors import EvaluationError
 from propdex.evaluation.sentences import sentence_spans
 from propdex.pipeline.embedding import embed_with_cache
@@ -168,8 +172,18 @@ def build_unit_set(documents: list[EvalDocument], kind: str, embedder: Embedder,
     elif kind == "proposition":
         vectors = _stack([doc.proposition_vectors for doc in documents], embedder.dim)
     else:
-        vectors, computed = embed_with_cache(texts, embedder, cache)
+        vectors, computed = embed_with_cache(_embedded_texts(documents, kind), embedder, cache)
     return UnitSet(kind, texts, parents, doc_ids, normalise_rows(vectors), computed)
+
+
+def _embedded_texts(documents: list[EvalDocument], kind: str) -> list[str]:
+    """What the embedder reads of each ``chunk`` or ``sentence`` unit, in ``unit_texts`` order:
+    its text without Markdown marks, as the pipeline embeds chunks. A sentence's marks are
+    taken out before its lines are joined, while a quote's ">" still starts a line."""
+    if kind == "chunk":
+        return [embedding_text(c.text) for doc in documents for c in doc.chunks]
+    return [" ".join(embedding_text(doc.text[start:end]).split())
+            for doc in documents for start, end in sentence_spans(doc.text)]
 
 
 def _stack(parts: list[np.ndarray], dim: int) -> np.ndarray:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from propdex.embed.base import Embedder
-from propdex.settings import Settings
+
+if TYPE_CHECKING:  # the settings (pydantic) stay out of processes that only need plain_text
+    from propdex.settings import Settings
 
 
 def make_embedder(settings: Settings) -> Embedder:

@@ -19,6 +19,7 @@ Only live rows are read (``Index.live_rows``: the documents row's committed run)
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -68,6 +69,12 @@ class EvalDocument:
     @property
     def name(self) -> str:
         return PurePath(self.source).name
+
+    @functools.cached_property
+    def sentences(self) -> list[tuple[int, int]]:
+        """(start, end) spans of the text's sentences: segmenting is the costly part of the
+        sentence unit, whose texts and embedded texts both read them."""
+        return sentence_spans(self.text)
 
     def chunk_at(self, offset: int) -> str:
         """The chunk holding ``offset``; in a gap between chunks, the one before it."""
@@ -152,7 +159,7 @@ def unit_texts(documents: list[EvalDocument], kind: str) -> tuple[list[str], lis
             pairs = [(c.text, c.chunk_id) for c in doc.chunks]
         elif kind == "sentence":
             pairs = [(" ".join(doc.text[start:end].split()), doc.chunk_at(start))
-                     for start, end in sentence_spans(doc.text)]
+                     for start, end in doc.sentences]
         elif kind == "proposition":
             pairs = doc.propositions
         else:
@@ -183,7 +190,7 @@ def _embedded_texts(documents: list[EvalDocument], kind: str) -> list[str]:
     if kind == "chunk":
         return [embedding_text(c.text) for doc in documents for c in doc.chunks]
     return [" ".join(embedding_text(doc.text[start:end]).split())
-            for doc in documents for start, end in sentence_spans(doc.text)]
+            for doc in documents for start, end in doc.sentences]
 
 
 def _stack(parts: list[np.ndarray], dim: int) -> np.ndarray:

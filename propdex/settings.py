@@ -23,8 +23,9 @@ from propdex.checks import CHECKS_VERSION
 # one-line paragraphs filled with sentences. 5: layout reader: superscripts kept apart
 # ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
 # a word left out of a page with a text layer. 6: chunks embedded without Markdown heading
-# marks and block-quote marks.
-PIPELINE_VERSION = "6"
+# marks and block-quote marks. 7: offline rules: each Markdown table row a block of its own,
+# and never the offline summary.
+PIPELINE_VERSION = "7"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -204,6 +204,21 @@ def test_sentence_spans_slice_the_sentences_out_of_the_text():
         " ".join(text[s:e].split()) for s, e in sentence_spans(text)]
 
 
+def test_sentence_spans_keep_each_table_row_apart():
+    # The layout reader writes a table one row per line; rows without a sentence end must
+    # not run together into one sentence.
+    text = ("Table 1 lists the levels.\n\n"
+            "|Level|Narrow|General|\n|---|---|---|\n"
+            "|Level 2: Competent at least 50th percentile of skilled adults|Competent Narrow AI "
+            "toxicity detectors such as Jigsaw (Das et al., 2022); Watson (IBM)|Competent AGI "
+            "not yet achieved|\n"
+            "|Level 3: Expert at least 90th percentile of skilled adults|Expert Narrow AI "
+            "spelling and grammar checkers such as Grammarly|Expert AGI not yet achieved|")
+    rows = [" ".join(text[s:e].split()) for s, e in sentence_spans(text)]
+    assert [True, True] == [any(r.startswith(f"Level {n}:") and r.endswith("achieved|")
+                                for r in rows) for n in (2, 3)]
+
+
 @pytest.mark.parametrize("question, expected", [
     (QUESTIONS[0], {"notes:c0"}),  # the answer is in the chunk
     (QUESTIONS[1], {"notes:c1"}),  # the evidence span overlaps the chunk

@@ -55,7 +55,7 @@ def one_sentence(text: str) -> bool:
 def test_prompt_versions_name_every_rule_set(backend):
     expected = {
         "title": "offline-title-v3",
-        "summary": "offline-summary-v3",
+        "summary": "offline-summary-v4",
         "propositions": "offline-propositions-v4",
         "grading": "offline-grading-v4",
     }

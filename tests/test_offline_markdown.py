@@ -36,3 +36,18 @@ def test_a_quote_over_several_lines_is_one_sentence(backend) -> None:
     quote = "> The output is computed as a weighted sum\n> of the values of the pairs."
     propositions = backend.propositions(quote, title="Attention", section=None).value
     assert ["The output is computed as a weighted sum of the values of the pairs."] == propositions
+
+
+# The layout reader's table of contents (mck_energy's first page) above the opening prose.
+CONTENTS = ("|Energy organizations in transition|3|\n"
+            "|Operating model|8|\n"
+            "|The productivity prize in oil and gas: Lessons from top performers|22|\n\n"
+            "Organizations in the energy sector are evolving in response to the energy "
+            "quadrilemma. They face new demands from customers and investors.")
+
+
+def test_a_table_row_is_never_the_summary(backend) -> None:
+    summary = backend.summary(CONTENTS, title="The State of Energy Organizations 2024",
+                              truncated=False).value
+    assert ("Organizations in the energy sector are evolving in response to the energy "
+            "quadrilemma.") == summary

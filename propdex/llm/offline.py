@@ -13,10 +13,10 @@ title (offline-title-v3)
     Markdown heading, or 3-15 mostly capitalised words that are not a page number, URL,
     date, arXiv/DOI id or author list and do not end with a period (a title wrapped over
     lines is rejoined); else the first sentence cut to 12 words.
-summary (offline-summary-v3)
+summary (offline-summary-v4)
     One sentence of at most ~40 words: the first sentence after an "Abstract" label, or
     else the first informative sentence once front matter (title lines, authors, e-mails,
-    affiliations, ids, dates, copyright, keywords, contents) is skipped. Segmented with
+    affiliations, ids, dates, copyright, keywords, contents) is skipped; never a table row. Segmented with
     pysbd on the first 6,000 characters only; "We ..." becomes "The authors ...".
 propositions (offline-propositions-v4)
     pysbd sentences minus fragments (< 4 words, no verb, mostly symbols, reference
@@ -49,7 +49,7 @@ from propdex.settings import Settings
 
 PROMPT_VERSIONS = {
     "title": "offline-title-v3",
-    "summary": "offline-summary-v3",
+    "summary": "offline-summary-v4",
     "propositions": "offline-propositions-v4",
     "grading": "offline-grading-v4",
 }

@@ -1,4 +1,4 @@
-"""Offline summary rules (``offline-summary-v3``): one sentence from the document's opening.
+"""Offline summary rules (``offline-summary-v4``): one sentence from the document's opening.
 
 1. Only the first ``SUMMARY_SCAN_CHARS`` characters are read (pysbd is slow on long texts).
 2. When an "Abstract" label starts a line, the text after it is used.
@@ -14,7 +14,8 @@
    a verb, mostly letters, not a
    notice (licence, permission, "work done while at ..."), not an instruction ("See ...",
    "Indicate ...", or any sentence opening with a base-form verb), without two or more
-   check boxes or bullets (a form) and not a run of capitalised names.
+   check boxes or bullets (a form), not a run of capitalised names and not a Markdown table
+   row (the layout reader writes a table of contents as a table).
 5. "We"/"In this paper, we" become "The authors"; citations are removed; the sentence is cut
    to ~40 words at the last clause boundary (comma, semicolon, colon, dash) and ends with a
    period. If pysbd still sees two sentences, the first is kept.
@@ -124,8 +125,8 @@ def _body_text(prefix: str, title: str) -> str:
 
 def is_informative(sentence: str, title: str = "") -> bool:
     tokens = words(sentence)
-    if len(tokens) < 6:
-        return False
+    if len(tokens) < 6 or sentence.startswith("|"):
+        return False  # too short, or a Markdown table row (a contents line reads as one)
     named_in_title = tokens[0] in words(title)  # "propdex turns ..." under "What propdex does"
     if not (sentence[:1].isupper() or sentence[:1] in '"“' or named_in_title):
         return False

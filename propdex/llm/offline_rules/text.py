@@ -270,6 +270,8 @@ _FOOTNOTE_START = re.compile(r"^\d{1,2}\s+(?=[A-Z][a-z])")
 # A Markdown block quote (the layout reader writes a footnote as one: "> 4 To illustrate"),
 # and the footnote's mark after it: a number or a symbol before the footnote's first word.
 _BLOCK_QUOTE = re.compile(r"^(?:>\s*)+")
+# A Markdown table row, one line per row (the layout reader's tables).
+_TABLE_ROW = re.compile(r"^\|.*\|$")
 _QUOTED_FOOTNOTE_MARK = re.compile(r"^(?:\d{1,3}\s+(?=[A-Z“\"‘'(])|[*∗†‡§¶]+\s*)")
 _PAGE_NUMBER_LINE = re.compile(r"^(?:page\s+)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?$", re.IGNORECASE)
 
@@ -278,7 +280,8 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
     """Paragraphs, headings and list items of ``text``, each on one line.
 
     A line joins the block above unless: a blank line precedes it; it is a Markdown
-    heading or list item; it opens a Markdown block quote (its "> " marker and a footnote's
+    heading, list item or table row, or follows a table row (a row is a block of its own,
+    however long: rows glued together would read as one sentence); it opens a Markdown block quote (its "> " marker and a footnote's
     mark after it are dropped: "> 4 To illustrate" reads "To illustrate"); the line above
     is short (a heading, a front-matter line or a paragraph's last line) and does not end
     in a comma, hyphen or function word; it starts
@@ -302,6 +305,7 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
     previous = ""  # the line above; "" at the start and after a blank line
     previous_short = False
     previous_quoted = False
+    previous_row = False  # the line above is a Markdown table row
     blank_after_block = False  # a blank line followed the current block
     for line in lines:
         quote = _BLOCK_QUOTE.match(line)
@@ -330,8 +334,11 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
         footnote = bool(previous) and not ends_sentence(previous) and _FOOTNOTE_START.match(line)
         if footnote:
             line = _FOOTNOTE_START.sub("", line)
+        row = _TABLE_ROW.match(line) is not None
         new_block = (
             not previous
+            or row
+            or previous_row
             or opens_quote
             or footnote
             or _MARKDOWN_HEADING.match(line) is not None
@@ -344,7 +351,7 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
             blocks.append(_join_lines(current))
             current = []
         current.append(line.lstrip("#").strip() if _MARKDOWN_HEADING.match(line) else line)
-        previous, previous_short = line, short
+        previous, previous_short, previous_row = line, short, row
     if current:
         blocks.append(_join_lines(current))
     return blocks

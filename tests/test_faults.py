@@ -312,3 +312,12 @@ def test_early_extractions_no_task_took_are_ended_with_their_workers(slow_pdf, t
     busy = _busy_workers()
     drop_early_extractions()
     assert (True, {}) == (_ended(busy), isolated._early)
+
+
+def test_an_early_extraction_past_its_own_time_limit_fails_a_caller_without_deadline(slow_pdf):
+    stop_workers()
+    limited = Settings(pdf_reader="fast", document_timeout_s=0.5)
+    _start_early([slow_pdf], limited)
+    with pytest.raises(DocumentTimeoutError) as caught:
+        extract_isolated(slow_pdf, limited)
+    assert "timed out: not done within document_timeout_s=0.5 s (extraction)" == caught.value.reason

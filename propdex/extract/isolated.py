@@ -339,7 +339,8 @@ def extract_isolated(path: str | os.PathLike[str], settings: Settings,
     timeout = max(0.0, deadline.remaining()) if deadline is not None else None
     result = run_worker(source, settings, timeout)
     if result is None:
-        assert deadline is not None
+        if deadline is None:  # an early extraction that outlived its own document_timeout_s
+            deadline = Deadline(source, time.monotonic(), settings.document_timeout_s)
         raise deadline.expired("extraction")
     if result.error is not None:
         raise _error(source, *result.error, settings)

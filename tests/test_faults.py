@@ -321,3 +321,20 @@ def test_an_early_extraction_past_its_own_time_limit_fails_a_caller_without_dead
     with pytest.raises(DocumentTimeoutError) as caught:
         extract_isolated(slow_pdf, limited)
     assert "timed out: not done within document_timeout_s=0.5 s (extraction)" == caught.value.reason
+
+
+@pytest.mark.prefect
+def test_a_pdf_stuck_in_its_early_extraction_is_failed_timed_out_and_no_worker_is_left(
+        slow_pdf, tmp_path, monkeypatch, capsys):
+    # The CLI hands the PDF to a worker before Prefect starts; the run reports its timeout as
+    # it would had the extract task started the extraction.
+    monkeypatch.setenv("PROPDEX_LLM", "offline")
+    monkeypatch.setenv("PROPDEX_DOCUMENT_TIMEOUT_S", "1")
+    stop_workers()
+    code = main(["ingest", str(slow_pdf), "--db", str(tmp_path / "db"), "--pdf-reader", "fast",
+                 "--json"])
+    [document] = json.loads(capsys.readouterr().out)["documents"]
+    idle = {worker.process.pid for worker in isolated._idle}
+    assert (1, "timeout", "timed out: not done within document_timeout_s=1 s (extraction)") == (
+        code, document["error_kind"], document["error"])
+    assert ({}, set()) == (isolated._early, _extraction_workers() - idle)

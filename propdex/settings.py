@@ -156,7 +156,8 @@ class Settings(BaseSettings):
         "vectors). Queries are embedded in fp32 either way; the torch runtime runs fp32."
     )
     embed_threads: int = Field(
-        0, ge=0, description="Threads of the local ONNX embedder; 0 = every core this process may use."
+        0, ge=0, description="Threads of the local ONNX embedder (int8: texts embedded at "
+        "once, one thread each; fp32: threads of each batch); 0 = every core this process may use."
     )
     onnx_dir: str | None = Field(
         None, description="Folder for MiniLM converted to ONNX (once, from the packaged weights); "

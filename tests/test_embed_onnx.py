@@ -113,6 +113,14 @@ def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(default_embedder)
     assert one_by_one.tobytes() == together.tobytes()
 
 
+def test_int8_vectors_embedded_on_every_core_equal_those_of_one_thread(default_embedder):
+    # int8 runs spread over a pool of threads: the vectors must not depend on the thread,
+    # nor on the other runs at the same time (cached vectors keep their keys).
+    texts = [f"{text} ({n})" for n in range(12) for text in VARIED_TEXTS] + [NUMBERS]
+    one_thread = make_embedder(Settings(embed_threads=1)).embed(texts)
+    assert one_thread.tobytes() == default_embedder.embed(texts).tobytes()
+
+
 def test_rows_are_float32_unit_vectors(onnx_embedder):
     vectors = onnx_embedder.embed(VARIED_TEXTS)
     assert (np.float32, (len(VARIED_TEXTS), 384)) == (vectors.dtype, vectors.shape)

@@ -16,7 +16,7 @@ from pathlib import Path
 import prefect.context  # noqa: F401
 import pytest
 
-from propdex.prefect_runtime.api import EphemeralApi
+from propdex.prefect_runtime.api import EphemeralApi, using_api
 from propdex.prefect_runtime.server import NOT_NEEDED
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +54,21 @@ def test_the_server_answers_from_a_new_home(tmp_path, monkeypatch):
     finally:
         api.stop()
     assert (tmp_path / "home" / "prefect.db").is_file()
+
+
+def test_flow_runs_on_the_processs_own_api_send_no_heartbeats(tmp_path, monkeypatch):
+    # Nothing outlives the process to watch them, and the end of each flow run would wait up
+    # to a second for Prefect's heartbeat thread.
+    from prefect.settings import get_current_settings
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    api = EphemeralApi()
+    try:
+        with using_api(api):
+            assert None is get_current_settings().flows.heartbeat_frequency
+    finally:
+        api.stop()
 
 
 def test_the_server_is_launched_without_importing_prefect(tmp_path):

@@ -17,7 +17,15 @@ import pytest
 from propdex.cli import main
 from propdex.deadlines import Deadline
 from propdex.errors import DocumentTimeoutError, DocumentTooLargeError, ExtractionError
-from propdex.extract.isolated import extract_isolated, start_workers, stop_workers
+from propdex.extract import isolated
+from propdex.extract.isolated import (
+    drop_early_extractions,
+    extract_isolated,
+    start_extractions,
+    start_workers,
+    stop_workers,
+)
+from propdex.ids import normalise_source
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import SENTINEL_KEY
@@ -227,3 +235,106 @@ def test_an_ingest_of_one_pdf_gives_its_extraction_worker_every_core(tmp_path, m
     code = main(["ingest", str(pdf), "--db", str(tmp_path / "db"), "--json"])
 
     assert (0, {str(len(os.sched_getaffinity(0)))}) == (code, _onnx_threads_of_workers())
+
+
+def _start_early(paths: list[Path], settings: Settings) -> None:
+    start_extractions([normalise_source(path) for path in paths], settings)
+
+
+def _early_extractions_done() -> None:
+    while not all(early.future.done() for early in isolated._early.values()):
+        time.sleep(0.05)
+
+
+def _busy_workers() -> set[int]:
+    """Extraction workers at work (alive and not idle), once one is."""
+    for _ in range(200):
+        busy = _extraction_workers() - {worker.process.pid for worker in isolated._idle}
+        if busy:
+            time.sleep(0.3)  # the request reached it
+            return busy
+        time.sleep(0.05)
+    raise AssertionError("no extraction worker started")
+
+
+def _ended(pids: set[int]) -> bool:
+    for _ in range(100):
+        if not pids & _extraction_workers():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_extraction_started_early_is_taken_by_its_task_and_a_retry_reads_again(tmp_path):
+    pdf = make_pdf(tmp_path / "doc.pdf", ["Basalt is a volcanic rock."])
+    _start_early([pdf], Settings())
+    _early_extractions_done()
+    make_pdf(pdf, ["Granite is an igneous rock."])  # read after the early extraction
+    first, second = (extract_isolated(pdf, Settings()).text for _ in range(2))
+    assert ("Basalt is a volcanic rock.", "Granite is an igneous rock.") == (first, second)
+
+
+def test_an_extraction_started_early_with_other_settings_is_not_taken(tmp_path):
+    pdf = make_pdf(tmp_path / "doc.pdf", ["Basalt is a volcanic rock."])
+    _start_early([pdf], Settings(pdf_reader="fast"))
+    _early_extractions_done()
+    make_pdf(pdf, ["Granite is an igneous rock."])
+    try:
+        assert "Granite is an igneous rock." == extract_isolated(pdf, Settings()).text
+    finally:
+        drop_early_extractions()
+
+
+def test_an_early_extraction_whose_worker_crashed_fails_its_task_as_crashed(slow_pdf):
+    stop_workers()
+    _start_early([slow_pdf], Settings(pdf_reader="fast"))
+    for pid in _busy_workers():
+        os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ExtractionError) as caught:
+        extract_isolated(slow_pdf, Settings(pdf_reader="fast"))
+    assert "extraction crashed (killed by SIGKILL)" == caught.value.reason
+
+
+def test_an_early_extraction_past_its_tasks_deadline_times_out_and_its_worker_ends(slow_pdf):
+    stop_workers()
+    fast = Settings(pdf_reader="fast")
+    _start_early([slow_pdf], fast)
+    busy = _busy_workers()
+    with pytest.raises(DocumentTimeoutError):
+        extract_isolated(slow_pdf, fast, Deadline(str(slow_pdf), time.monotonic() + 0.5, 0.5))
+    assert _ended(busy)
+
+
+def test_early_extractions_no_task_took_are_ended_with_their_workers(slow_pdf, tmp_path):
+    stop_workers()
+    good = make_pdf(tmp_path / "good.pdf", ["Basalt is a volcanic rock."])
+    _start_early([slow_pdf, good], Settings(pdf_reader="fast", extract_workers=1))
+    busy = _busy_workers()
+    drop_early_extractions()
+    assert (True, {}) == (_ended(busy), isolated._early)
+
+
+def test_an_early_extraction_past_its_own_time_limit_fails_a_caller_without_deadline(slow_pdf):
+    stop_workers()
+    limited = Settings(pdf_reader="fast", document_timeout_s=0.5)
+    _start_early([slow_pdf], limited)
+    with pytest.raises(DocumentTimeoutError) as caught:
+        extract_isolated(slow_pdf, limited)
+    assert "timed out: not done within document_timeout_s=0.5 s (extraction)" == caught.value.reason
+
+
+@pytest.mark.prefect
+def test_a_pdf_stuck_in_its_early_extraction_is_failed_timed_out_and_no_worker_is_left(
+        slow_pdf, tmp_path, monkeypatch, capsys):
+    # The CLI hands the PDF to a worker before Prefect starts; the run reports its timeout as
+    # it would had the extract task started the extraction.
+    monkeypatch.setenv("PROPDEX_LLM", "offline")
+    monkeypatch.setenv("PROPDEX_DOCUMENT_TIMEOUT_S", "1")
+    stop_workers()
+    code = main(["ingest", str(slow_pdf), "--db", str(tmp_path / "db"), "--pdf-reader", "fast",
+                 "--json"])
+    [document] = json.loads(capsys.readouterr().out)["documents"]
+    idle = {worker.process.pid for worker in isolated._idle}
+    assert (1, "timeout", "timed out: not done within document_timeout_s=1 s (extraction)") == (
+        code, document["error_kind"], document["error"])
+    assert ({}, set()) == (isolated._early, _extraction_workers() - idle)

@@ -108,7 +108,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     plan = None
     # No database folder yet (a first run) or --force: a flow run is certain, so Prefect's
     # API starts before planning rather than after it.
-    certain = args.force or ("://" not in settings.db_uri and not os.path.exists(settings.db_uri))
+    new_db = "://" not in settings.db_uri and not os.path.exists(settings.db_uri)
+    certain = args.force or new_db
     api = _early_api(dask) if certain else None
     if not certain:
         plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune,
@@ -120,12 +121,25 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # The model is loaded where documents embed: here, unless Dask workers do it.
     warm_up = not dask and (plan is None or bool(plan.to_process))
     if warm_up:
-        from propdex.extract.isolated import start_workers
+        from propdex.extract.isolated import for_documents, start_extractions, start_workers
+        from propdex.remote import is_remote
 
-        start_workers(settings, _pdfs_to_read(args.paths, plan, settings.allowed_roots))
+        pdfs = _pdfs_to_read(args.paths, plan, settings.allowed_roots)
+        start_workers(settings, sys.maxsize if pdfs is None else len(pdfs))
+        # Read while Prefect's API starts. Not with --force on an existing database: its
+        # extract tasks may find their results in Prefect's cache and never claim these.
+        # Objects of a store are read from their downloaded copies: left to their tasks.
+        if pdfs and (plan is not None or new_db) and not any(map(is_remote, pdfs)):
+            start_extractions(pdfs, for_documents(settings, len(pdfs)))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
-        state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
+        try:
+            state = _run_ingest_flow(args, options, settings, api, warm_up=warm_up)
+        finally:
+            if warm_up:
+                from propdex.extract.isolated import drop_early_extractions
+
+                drop_early_extractions()
     summary = state.result(raise_on_failure=False)
     if isinstance(summary, BaseException):
         print(f"propdex: ingest failed: {summary}", file=sys.stderr)
@@ -133,20 +147,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return _report_ingest(summary, args)
 
 
-def _pdfs_to_read(paths: list[str], plan, allowed_roots: list[str]) -> int:
-    """How many PDFs (or other formats PyMuPDF reads) the run may extract: the planned ones,
-    or, before planning, those the paths name or hold (folders walked, globs expanded), so
-    that a run of Markdown and text files starts no extraction worker. Object-store
-    prefixes count as many: their objects are listed only when the flow plans."""
-    from propdex.extract.isolated import pymupdf_sources
+def _pdfs_to_read(paths: list[str], plan, allowed_roots: list[str]) -> list[str] | None:
+    """The PDFs (or other formats PyMuPDF reads) the run may extract, in the order the flow
+    takes them: the planned ones, or, before planning, those the paths name or hold (folders
+    walked, globs expanded), so that a run of Markdown and text files starts no extraction
+    worker. None when object-store prefixes are among the paths: their objects are listed
+    only when the flow plans."""
+    from propdex.extract import PYMUPDF_SUFFIXES
     from propdex.remote import is_remote
     from propdex.sources import discover
 
     if plan is not None:
-        return pymupdf_sources(item.source for item in plan.to_process)
-    if any(is_remote(path) for path in paths):
-        return sys.maxsize  # start a worker for every slot
-    return pymupdf_sources(discover(paths, allowed_roots).files)
+        sources = [item.source for item in plan.to_process]
+    elif any(is_remote(path) for path in paths):
+        return None
+    else:
+        sources = discover(paths, allowed_roots).files
+    return [source for source in sources if source.lower().endswith(PYMUPDF_SUFFIXES)]
 
 
 def _early_api(dask: bool):

@@ -13,16 +13,21 @@ way.
 
 A text's vector depends on that text alone. int8 runs one text (one window) at a time: the
 quantized activations are scaled per run, so a batch would couple its texts' vectors; it costs
-no more CPU than batching (bench/RESULTS.md). fp32 texts are tokenized up front, sorted by
-length and packed into batches by token count (little padding). One session per process runs
-them with as many intra-op threads as the process may use, under a lock, so documents
-embedding at once take turns instead of oversubscribing the cores.
+no more CPU than batching (bench/RESULTS.md). Such small runs leave a second intra-op thread
+mostly waiting, so int8 runs go to one pool of threads per process, as many as the process
+may use, each run on a single intra-op thread of one shared session (``InferenceSession.run``
+is thread-safe and releases the GIL): documents embedding at once queue on the same pool
+instead of oversubscribing the cores, and a run's result does not depend on the thread that
+ran it. fp32 texts are tokenized up front, sorted by length and packed into batches by token
+count (little padding); one session per process runs them with as many intra-op threads as
+the process may use, under a lock, so documents embedding at once take turns.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -58,9 +63,15 @@ def _session(path: str, threads: int):
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
-# One lock per process: ONNX Runtime's intra-op pool already uses every core, so two
-# documents running the model at once would only fight over them.
+# One lock per process for batched runs: ONNX Runtime's intra-op pool already uses every
+# core, so two documents running the model at once would only fight over them.
 _run_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _run_pool(threads: int) -> ThreadPoolExecutor:
+    """The threads one-text runs spread over, one pool per process and thread count."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="propdex-embed")
 
 
 class OnnxMiniLMEmbedder(Embedder):
@@ -111,25 +122,41 @@ class OnnxMiniLMEmbedder(Embedder):
     def _run(self, pieces: list[list[int]], precision: Precision) -> np.ndarray:
         """Normalised vectors of token-id sequences: fp32 batched by padded token count, int8
         one sequence per run (see the module's docstring)."""
-        session = _session(str(ensure_onnx_model(self.onnx_dir, precision)), self.threads)
+        path = str(ensure_onnx_model(self.onnx_dir, precision))
+        if precision == "int8":
+            return _normalised(self._run_each(_session(path, 1), pieces))
+        session = _session(path, self.threads)
         order = sorted(range(len(pieces)), key=lambda i: -len(pieces[i]))
         out = np.zeros((len(pieces), self.dim), dtype=np.float32)
         start = 0
         while start < len(order):
             longest = len(pieces[order[start]])  # sorted: the first of a batch is its longest
-            rows = 1 if precision == "int8" else max(1, min(MAX_BATCH_ROWS, BATCH_TOKENS // longest))
+            rows = max(1, min(MAX_BATCH_ROWS, BATCH_TOKENS // longest))
             batch = order[start : start + rows]
-            ids = np.zeros((len(batch), longest), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for row, piece_index in enumerate(batch):
-                piece = pieces[piece_index]
-                ids[row, : len(piece)] = piece
-                mask[row, : len(piece)] = 1
-            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             with _run_lock:
-                out[batch] = session.run(None, feeds)[0]
+                out[batch] = session.run(None, _feeds([pieces[i] for i in batch], longest))[0]
             start += rows
         return _normalised(out)
+
+    def _run_each(self, session, pieces: list[list[int]]) -> np.ndarray:
+        """One run per sequence on the process's pool; the longest first, so that a long text
+        does not start last and leave the other threads idle at the end."""
+        order = sorted(range(len(pieces)), key=lambda i: -len(pieces[i]))
+        runs = _run_pool(self.threads or usable_cores()).map(
+            lambda i: session.run(None, _feeds([pieces[i]], len(pieces[i])))[0][0], order)
+        out = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        out[order] = list(runs)
+        return out
+
+
+def _feeds(batch: list[list[int]], longest: int) -> dict[str, np.ndarray]:
+    """The model's inputs for sequences of at most ``longest`` ids, zero-padded."""
+    ids = np.zeros((len(batch), longest), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, piece in enumerate(batch):
+        ids[row, : len(piece)] = piece
+        mask[row, : len(piece)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:

@@ -18,6 +18,11 @@ intra-op thread per physical core, pinned to it and spinning while it waits: wit
 per document, workers fight over the same cores and the spinning burns the CPU the other
 stages need (bench/RESULTS.md). ONNX Runtime sizes such pools from
 ``ORT_INTRA_OP_NUM_THREADS``, which the worker is started with unless it is already set.
+
+The CLI knows which PDFs a run will read before Prefect's API has started (seconds of one
+core), so it hands them to the workers at once (``start_extractions``): the extract task of
+each takes the extraction already in flight instead of starting it again, within its own
+deadline; what no task claims is ended with the run (``drop_early_extractions``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from multiprocessing.connection import Connection
 
 import propdex.errors as errors
@@ -37,13 +43,17 @@ from propdex.deadlines import Deadline
 from propdex.embed.base import usable_cores
 from propdex.errors import DocumentTooLargeError, ExtractionError
 from propdex.extract import PYMUPDF_SUFFIXES, extract_document
-from propdex.extract.options import extraction_settings
+from propdex.extract.options import ExtractionSettings, extraction_settings
 from propdex.extract.worker import TOO_LARGE, WorkerResult
 from propdex.ids import normalise_source
 from propdex.models import ExtractedDocument
 from propdex.settings import Settings
 
 MAX_IDLE_WORKERS = 4
+# Documents per slot extracted ahead of their tasks: enough to keep the workers busy while
+# Prefect's API starts; later documents wait for their tasks (a task whose result Prefect
+# finds in its cache never claims one, and that work is lost).
+EARLY_PER_SLOT = 2
 ONNX_THREADS_VARIABLE = "ORT_INTRA_OP_NUM_THREADS"
 
 
@@ -175,19 +185,38 @@ def _worker_kind(settings: Settings) -> tuple[int, int]:
 def run_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
     """Extract ``source`` in a worker process once an extraction slot is free; None when
     ``timeout`` seconds passed first (a worker still busy with it is killed). A crashed
-    worker raises ExtractionError naming the signal."""
+    worker raises ExtractionError naming the signal. An extraction of ``source`` started
+    early with the same settings is taken over, once: its result (or its crash) is this
+    one's, and its worker is killed if ``timeout`` passes first."""
+    with _lock:
+        early = _early.pop(_early_key(source, settings), None)
+    if early is not None and not early.future.cancel():  # running or done: not started again
+        try:
+            return early.future.result(timeout)
+        except TimeoutError:
+            early.stop()
+            return None
+    return _extract_in_slot(source, settings, timeout)
+
+
+def _extract_in_slot(source: str, settings: Settings, timeout: float | None,
+                     early: _Early | None = None) -> WorkerResult | None:
     started = time.monotonic()
     if not _slots.take(extraction_slots(settings), timeout):
         return None
     try:
         left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
-        return _extract_in_worker(source, settings, left)
+        return _extract_in_worker(source, settings, left, early)
     finally:
         _slots.give_back()
 
 
-def _extract_in_worker(source: str, settings: Settings, timeout: float | None) -> WorkerResult | None:
+def _extract_in_worker(source: str, settings: Settings, timeout: float | None,
+                       early: _Early | None) -> WorkerResult | None:
     worker = _acquire(_worker_kind(settings))
+    if early is not None and not early.attach(worker):
+        _release(worker)  # dropped before it started
+        return None
     try:
         worker.requests.send((source, extraction_settings(settings)))
         if not worker.answers.poll(timeout):
@@ -202,8 +231,84 @@ def _extract_in_worker(source: str, settings: Settings, timeout: float | None) -
     except BaseException:
         worker.stop()
         raise
+    finally:
+        if early is not None:
+            early.detach()
     _release(worker)
     return result
+
+
+class _Early:
+    """An extraction started before its task asked for it."""
+
+    def __init__(self) -> None:
+        self.future: Future[WorkerResult | None] = Future()
+        self._worker: _Worker | None = None
+        self._stopped = False
+
+    def attach(self, worker: _Worker) -> bool:
+        """Note the worker running it; False once it was stopped."""
+        with _lock:
+            self._worker = worker
+            return not self._stopped
+
+    def detach(self) -> None:
+        with _lock:
+            self._worker = None
+
+    def stop(self) -> None:
+        """Kill its worker: the extraction ends as a crash that nobody reads."""
+        with _lock:
+            self._stopped = True
+            worker = self._worker
+        if worker is not None:
+            worker.process.kill()
+
+
+_early: dict[tuple[str, ExtractionSettings, tuple[int, int]], _Early] = {}
+
+
+def _early_key(source: str, settings: Settings) -> tuple[str, ExtractionSettings, tuple[int, int]]:
+    return source, extraction_settings(settings), _worker_kind(settings)
+
+
+def start_extractions(sources: list[str], settings: Settings) -> None:
+    """Extract ``sources`` (normalised paths of PDFs a run will read, in the order its tasks
+    ask for them) now, so that the workers read while the caller starts the rest of the run.
+    ``settings`` are those the run's tasks get (``for_documents``): an extract task with
+    other settings does not take the result. Each extraction is bounded by
+    ``document_timeout_s`` from its own start, so earlier than its task's deadline, and
+    takes an extraction slot like a task's."""
+    slots = extraction_slots(settings)
+    timeout = settings.document_timeout_s or None
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="propdex-early-extract")
+    for source in sources[: slots * EARLY_PER_SLOT]:
+        early = _Early()
+        with _lock:
+            if _early.setdefault(_early_key(source, settings), early) is not early:
+                continue
+        pool.submit(_run_early, early, source, settings, timeout)
+    pool.shutdown(wait=False)  # its threads end with their extractions
+
+
+def _run_early(early: _Early, source: str, settings: Settings, timeout: float | None) -> None:
+    if not early.future.set_running_or_notify_cancel():
+        return  # claimed by its task, or dropped, before it started
+    try:
+        early.future.set_result(_extract_in_slot(source, settings, timeout, early))
+    except BaseException as exc:  # noqa: BLE001 - the claiming task raises it
+        early.future.set_exception(exc)
+
+
+def drop_early_extractions() -> None:
+    """End the early extractions no task took (their worker killed) and wait for them."""
+    with _lock:
+        left = list(_early.values())
+        _early.clear()
+    for early in left:
+        if not early.future.cancel():
+            early.stop()
+    wait([early.future for early in left])
 
 
 def _error(source: str, kind: str, reason: str, settings: Settings) -> ExtractionError:
@@ -234,7 +339,8 @@ def extract_isolated(path: str | os.PathLike[str], settings: Settings,
     timeout = max(0.0, deadline.remaining()) if deadline is not None else None
     result = run_worker(source, settings, timeout)
     if result is None:
-        assert deadline is not None
+        if deadline is None:  # an early extraction that outlived its own document_timeout_s
+            deadline = Deadline(source, time.monotonic(), settings.document_timeout_s)
         raise deadline.expired("extraction")
     if result.error is not None:
         raise _error(source, *result.error, settings)

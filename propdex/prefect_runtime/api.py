@@ -188,13 +188,22 @@ def using_api(api: EphemeralApi | None) -> Iterator[None]:
     if url is None:
         yield
         return
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
 
     # The environment too: Dask workers and other subprocesses inherit it.
     previous = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = url
+    # No flow-run heartbeats: they let a server mark a run crashed when its process died
+    # unnoticed, and this API ends with the process. Prefect's heartbeat thread sleeps in
+    # one-second steps, which the end of every flow run waits for with both cores idle.
+    # (The variable cannot say "none": it accepts only integers of 30 or more.)
     try:
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url,
+                                         PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
             yield
     finally:
         if previous is None:

@@ -62,9 +62,9 @@ def server_environment() -> dict[str, str]:
         # them when it first runs. An explicit setting is kept.
         "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
         # Without this, the skipped registration still loads every block collection to hash
-        # it (about 0.4 s of CPU) and then records in the home's memo_store.toml that blocks
-        # are registered, so a later server on that home computing the same hash would skip
-        # registering them and its UI would list no block types.
+        # it and then records in the home's memo_store.toml that blocks are registered, so a
+        # later server on that home computing the same hash would skip registering them and
+        # its UI would list no block types.
         "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false",
         # The server's telemetry heartbeat: propdex makes no network calls it was not asked
         # for (the CLI sets this for itself too; here it holds however the server is started).

@@ -281,8 +281,9 @@ def text_blocks(text: str, skip_lines: Collection[str] = ()) -> list[str]:
 
     A line joins the block above unless: a blank line precedes it; it is a Markdown
     heading, list item or table row, or follows a table row (a row is a block of its own,
-    however long: rows glued together would read as one sentence); it opens a Markdown block quote (its "> " marker and a footnote's
-    mark after it are dropped: "> 4 To illustrate" reads "To illustrate"); the line above
+    however long: rows glued together would read as one sentence); it opens a Markdown
+    block quote (its "> " marker and a footnote's mark after it are dropped: "> 4 To
+    illustrate" reads "To illustrate"); the line above
     is short (a heading, a front-matter line or a paragraph's last line) and does not end
     in a comma, hyphen or function word; it starts
     with a footnote number ("1 There is ...") where the line above is unfinished; the line

@@ -83,13 +83,15 @@ def ingest(
     prune_removed: bool = True,
     force: bool = False,
 ) -> dict:
-    """Ingest files, folders (.pdf, .txt, .md) and globs into the index at ``db``.
+    """Ingest files, folders (PDFs, EPUB/XPS/MOBI/FB2 books, text, Markdown) and globs into
+    the index at ``db``.
 
     Only new or changed documents are processed; sources removed from the given folders
     leave the index unless ``prune_removed`` is off; ``force`` re-processes everything.
 
     Args:
-        sources: Files, folders (walked for .pdf, .txt, .md) and globs to ingest.
+        sources: Files, folders (walked for .pdf, .epub, .xps, .oxps, .mobi, .fb2, .txt, .md, .markdown) and
+            globs to ingest.
         db: LanceDB folder (or URI) holding the index. A relative path resolves against the
             run's working directory (the repository, for prefect.yaml deployments).
         options: Settings for this run; empty fields fall back to PROPDEX_* variables.

@@ -320,6 +320,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             error += f"  [fallback: {row['context_fallback']}]"
         if row["ungraded_count"]:
             error += f"  [{row['ungraded_count']} ungraded]"
+        if row["layout_fallback_pages"]:
+            pages = ", ".join(map(str, row["layout_fallback_pages"]))
+            error += f"  [layout engine failed on page(s) {pages}: read in fast mode]"
         rejected = json.loads(row["checks_rejected"] or "{}")
         if rejected:
             error += f"  [rejected by the checks: {describe_rejections(rejected)}]"

@@ -3,8 +3,6 @@ columns, a value centred across two) is stored as one cell again."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from propdex.extract import extract_document

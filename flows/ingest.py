@@ -107,10 +107,10 @@ def ingest(
     settings = for_documents(settings, pymupdf_sources(item.source for item in plan.to_process))
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
-    fp = plan.fingerprint
     chains = []
     for item in plan.to_process:
         salt = run_id if item.reason == "retry" else ""
+        fp = plan.fingerprint_for(item.source)
         doc = extract.submit(item, settings, fp, salt)
         context = write_context.submit(doc, settings, fp, salt)
         chunks = split.submit(doc, context, settings, fp, salt)
@@ -146,7 +146,7 @@ def ingest(
     summary.documents.extend(failures)
     if failures:
         hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}
-        record_failures(failures, settings, fp, run_id, hashes)
+        record_failures(failures, settings, plan, run_id, hashes)
     summary.removed = prune(plan.removed, settings)
     summary.metadata_updated = relabel(plan.relabel, settings) if plan.relabel else []
     if summary.wrote:

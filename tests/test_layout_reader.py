@@ -11,8 +11,10 @@ import pytest
 from propdex.extract import extract_document
 from propdex.extract.pdf import PAGE_SEPARATOR
 from propdex.models import ExtractedDocument, PageBox
+from propdex.pipeline.plan import plan_sources
 from propdex.regions import boxes_for_span
 from propdex.settings import Settings
+from propdex.store import Index
 from tests.pdf_factory import (
     MARGIN,
     MINERALS,
@@ -23,6 +25,7 @@ from tests.pdf_factory import (
     make_table_pdf,
     make_two_column_pdf,
 )
+from tests.store_rows import DIM, make_version
 
 LAYOUT = Settings(pdf_reader="layout")
 FAST = Settings(pdf_reader="fast")
@@ -208,6 +211,28 @@ def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypat
 
 def test_switching_reader_changes_the_fingerprint() -> None:
     assert LAYOUT.fingerprint({}) != FAST.fingerprint({})
+
+
+def test_switching_reader_re_plans_pdfs_and_leaves_markdown_unchanged(tmp_path: Path) -> None:
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    make_pdf(folder / "survey.pdf", SURVEY[:1])
+    (folder / "notes.md").write_text("# Notes\n\nTides and winds.\n", encoding="utf-8")
+    db = str(tmp_path / "db")
+    index = Index.open(db, dim=DIM)
+    layout = plan_sources([str(folder)], Settings(db=db, pdf_reader="layout"), force=False,
+                          prune=True)
+    for item in layout.to_process:  # indexed as a layout run stores them
+        version = make_version(item.doc_id, "r1", ["Tides."], source=item.source)
+        for row in [version.document, *version.chunks, *version.propositions]:
+            row["content_sha256"] = item.content_sha256
+        version.document["pipeline_version"] = layout.fingerprint_for(item.source)
+        index.replace_document(*version.rows)
+    fast = plan_sources([str(folder)], Settings(db=db, pdf_reader="fast"), force=False,
+                        prune=True)
+    assert (["notes.md"], ["survey.pdf"]) == (
+        [Path(s).name for s in fast.unchanged], [Path(i.source).name for i in fast.to_process]
+    )
 
 
 # Scanned pages: the engine decides per page whether to OCR (Tesseract, where installed).

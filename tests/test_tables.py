@@ -19,7 +19,9 @@ from propdex.models import DocumentContext
 from propdex.pipeline.headers import attach_headers
 from propdex.pipeline.propositions import propositions_for_document
 from propdex.pipeline.rows import proposition_rows
+from propdex.regions import boxes_for_span
 from propdex.settings import Settings
+from tests import pdf_factory
 
 PROSE = "The models were trained on the WMT 2014 data for three days. " * 4
 CAPTION = "Table 2: BLEU scores of translation models on newstest2014."
@@ -256,3 +258,49 @@ def test_a_row_statement_carries_the_boxes_of_its_row(table_pdf, tmp_path: Path)
     [region] = [r for r in doc.regions if r.start == row_start]
     box = region.box
     assert [{"page": 1, "x0": box.x0, "y0": box.y0, "x1": box.x1, "y1": box.y1}] == statement["boxes"]
+
+
+# --- A table longer than a chunk in a PDF read by the layout engine ------------------------
+
+ELEMENTS = [["Element", "Symbol", "Atomic number"],
+            *[[f"Element {n}", f"E{n}", str(n)] for n in range(1, 25)]]
+ELEMENTS_HEAD = ("Table 1: Hardness and density of minerals\n\n|Element|Symbol|Atomic number|\n"
+                 "|---|---|---|")
+
+
+@pytest.fixture(scope="module")
+def long_table_pdf(tmp_path_factory):
+    path = pdf_factory.make_table_pdf(tmp_path_factory.mktemp("pdf") / "elements.pdf", ELEMENTS)
+    doc = extract_document(path, Settings(pdf_reader="layout"))
+    chunks = [c for c in chunk_document(doc, Settings(chunk_size=250)) if "|E" in c.text]
+    return doc, chunks, path
+
+
+def test_a_long_pdf_table_is_split_between_rows_each_part_headed(long_table_pdf) -> None:
+    _, chunks, _ = long_table_pdf
+    rows = [line for c in chunks for line in c.text.split("\n") if line.startswith("|Element ")]
+    assert ([""] + [ELEMENTS_HEAD] * (len(chunks) - 1),
+            [f"|Element {n}|E{n}|{n}|" for n in range(1, 25)]) == (
+        [c.table_head for c in chunks], rows
+    )
+
+
+def test_the_parts_of_a_long_pdf_table_slice_the_stored_text(long_table_pdf) -> None:
+    doc, chunks, _ = long_table_pdf
+    assert [c.text for c in chunks] == [doc.text[c.char_start:c.char_end] for c in chunks]
+
+
+def test_the_boxes_of_each_part_lie_on_the_page_and_cover_its_cells(long_table_pdf) -> None:
+    doc, chunks, path = long_table_pdf
+    outside, uncovered = [], set()
+    with pymupdf.open(path) as pdf:
+        page = pdf[0]
+        for chunk in chunks:
+            boxes = [pymupdf.Rect(b.x0, b.y0, b.x1, b.y1)
+                     for b in boxes_for_span(doc.regions, chunk.char_start, chunk.char_end)]
+            outside += [b for b in boxes if b not in page.rect]
+            seen = {w[4] for b in boxes for w in page.get_text("words", clip=b)}
+            cells = {word for line in chunk.text.split("\n") if line.startswith("|")
+                     for word in line.replace("|", " ").split() if set(word) != {"-"}}
+            uncovered |= cells - seen
+    assert ([], set()) == (outside, uncovered)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from propdex.extract import extract_document
+from propdex.extract.table_cells import join_spanning_cells
 from propdex.llm.offline_rules.tables import table_row_propositions
 from propdex.models import ExtractedDocument
 from propdex.settings import Settings
@@ -36,3 +37,9 @@ def test_offline_propositions_name_the_whole_group_header(grouped) -> None:
     assert ("In Table 2 (Scores and costs of the translation models), for GNMT, "
             "BLEU on newstest2014 EN-DE is 24.6, BLEU on newstest2014 EN-FR is 39.92, "
             "Training Cost (FLOPs) EN-DE is 2.3e19, Training Cost (FLOPs) EN-FR is 1.4e20.") == gnmt
+
+
+def test_a_word_overhanging_into_an_empty_header_cell_stays_in_its_own() -> None:
+    rects = [(0.0, 0.0, 50.0, 12.0), (50.0, 0.0, 100.0, 12.0)]
+    words = [(4.0, 1.0, 56.0, 11.0, "Throughput")]  # printed 6 pt past the column line
+    assert ["Throughput", ""] == join_spanning_cells(["Throughput", ""], rects, words, header=True)

@@ -53,13 +53,13 @@ def boundary_joiner(left: Rect, right: Rect, left_text: str, right_text: str,
 def _joiner(texts: Sequence[str | None], rects: Sequence[Rect | None], n: int,
             words: Sequence[Word]) -> str | None:
     left, right = rects[n], rects[n + 1]
-    if left is None or right is None:
+    left_text, right_text = (texts[n] or "").strip(), (texts[n + 1] or "").strip()
+    # An empty side holds no piece of a cut phrase (a word overhanging into an empty cell
+    # stays where it is); a cell of several lines would join its pieces in the wrong place.
+    if (left is None or right is None or not left_text or not right_text
+            or "\n" in left_text + right_text):
         return None
-    # A cell of several lines is read line by line; its pieces would join in the wrong place.
-    if any("\n" in (t or "").strip() for t in (texts[n], texts[n + 1])):
-        return None
-    return boundary_joiner(left, right, (texts[n] or "").strip(), (texts[n + 1] or "").strip(),
-                           words)
+    return boundary_joiner(left, right, left_text, right_text, words)
 
 
 def join_spanning_cells(texts: Sequence[str | None], rects: Sequence[Rect | None],

@@ -200,6 +200,32 @@ def test_a_page_the_engine_fails_on_is_read_in_fast_mode(tmp_path: Path, monkeyp
     )
 
 
+def test_a_page_the_engine_finds_no_text_on_is_read_in_fast_mode(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    path = make_pdf(tmp_path / "three.pdf", SURVEY[:3])
+    get_layout = pymupdf.Page.get_layout
+
+    def nothing_on_page_two(page, *args, **kwargs):
+        get_layout(page, *args, **kwargs)
+        if page.number == 1:
+            page.layout_information = []  # no box found: the page would read empty
+
+    fast = extract_document(path, FAST)
+    monkeypatch.setattr(pymupdf.Page, "get_layout", nothing_on_page_two)
+    doc = extract_document(path, LAYOUT)
+    assert ([2], page(fast, 2)) == (doc.layout_fallback_pages, page(doc, 2))
+
+
+def test_a_rotated_page_is_read_in_fast_mode(tmp_path: Path) -> None:
+    path = make_pdf(tmp_path / "two.pdf", SURVEY[:2])
+    with pymupdf.open(path) as pdf:
+        pdf[0].set_rotation(90)
+        pdf.save(tmp_path / "rotated.pdf")
+    fast = extract_document(tmp_path / "rotated.pdf", FAST)
+    doc = extract_document(tmp_path / "rotated.pdf", LAYOUT)
+    assert ([1], page(fast, 1)) == (doc.layout_fallback_pages, page(doc, 1))
+
+
 def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypatch) -> None:
     path = make_pdf(tmp_path / "one.pdf", SURVEY[:1])
     monkeypatch.setattr(pymupdf.Page, "get_layout", lambda *a, **k: 1 / 0)

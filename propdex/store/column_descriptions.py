@@ -75,7 +75,9 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "object_size": "Object-store sources: the object's size in bytes when last indexed.",
         "pdf_reader": "PDFs (and EPUB, XPS, MOBI, FB2): `layout` (PyMuPDF's layout engine) or "
                       "`fast` (plain text lines); null for text and Markdown.",
-        "layout_fallback_pages": "Pages the layout engine failed on, read in fast mode instead.",
+        "layout_fallback_pages": "Pages the layout engine failed on (an error, no text from a "
+                                 "page with a text layer, a rotated page), read in fast mode "
+                                 "instead.",
         "checks_rejected": "JSON object: `step: reason` -> LLM answers the deterministic checks "
                            "rejected (`{}`: none).",
     },

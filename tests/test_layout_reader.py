@@ -130,6 +130,16 @@ def test_boxes_lie_within_page_bounds(built, read, kind: str) -> None:
     )
 
 
+
+def test_boxes_of_text_running_past_the_crop_box_lie_within_the_page(built, tmp_path) -> None:
+    with pymupdf.open(built["ruled"]) as pdf:
+        pdf[0].set_cropbox(pymupdf.Rect(40, 60, 500, 700))  # the paragraph runs to x = 539
+        pdf.save(tmp_path / "cropped.pdf")
+        page = pdf[0].rect
+    doc = extract_document(tmp_path / "cropped.pdf", LAYOUT)
+    assert [] == [r.box for r in doc.regions
+                  if not pymupdf.Rect(r.box.x0, r.box.y0, r.box.x1, r.box.y1) in page]
+
 @pytest.mark.parametrize("kind", CASES)
 def test_boxes_cover_the_text_of_each_paragraph(built, read, kind: str) -> None:
     doc = read[kind]

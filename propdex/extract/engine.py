@@ -139,8 +139,18 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
         piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, words)
         if piece is not None and piece.text:
             piece.lines = lines
+            piece.parts = [(start, end, _within(part, rect)) for start, end, part in piece.parts]
             result.pieces.append(piece)
     return result
+
+
+def _within(box: tuple[float, float, float, float], page: pymupdf.Rect,
+            ) -> tuple[float, float, float, float]:
+    """``box`` cut to the page: the engine's boxes follow the text, which may run past the
+    page's crop box by a point or a whole word (hidden, and not extracted)."""
+    x0, y0, x1, y1 = box
+    return (min(max(x0, page.x0), page.x1), min(max(y0, page.y0), page.y1),
+            max(min(x1, page.x1), page.x0), max(min(y1, page.y1), page.y0))
 
 
 def _drop_illegible_ocr(boxes) -> None:

@@ -273,3 +273,34 @@ def make_grouped_table_pdf(path: str | Path) -> Path:
     doc.save(path)
     doc.close()
     return path
+
+
+def _ruled_rows(page: pymupdf.Page, top: float, rows: Sequence[Sequence[str]]) -> None:
+    for number, row in enumerate(rows):
+        for x, cell in zip(TABLE_COLUMNS, row, strict=False):
+            page.insert_text((x + 5, top + number * TABLE_ROW_HEIGHT + 15), cell,
+                             fontsize=BODY_SIZE)
+    for number in range(len(rows) + 1):
+        y = top + number * TABLE_ROW_HEIGHT
+        page.draw_line((TABLE_COLUMNS[0], y), (TABLE_COLUMNS[-1], y))
+    for x in TABLE_COLUMNS:
+        page.draw_line((x, top), (x, top + len(rows) * TABLE_ROW_HEIGHT))
+
+
+def make_continued_table_pdf(path: str | Path, header: Sequence[str],
+                             pages: Sequence[Sequence[Sequence[str]]], caption: str) -> Path:
+    """A ruled table over several pages, as long tables are printed: ``caption`` above it on
+    the first page, its ``header`` row repeated atop each page, then that page's rows."""
+    path = Path(path)
+    doc = pymupdf.open()
+    for number, rows in enumerate(pages):
+        page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+        top = MARGIN
+        if number == 0:
+            page.insert_text((MARGIN, 80), "Elements", fontsize=18)
+            page.insert_text((MARGIN, 115), caption, fontsize=10)
+            top = 130
+        _ruled_rows(page, top, [header, *rows])
+    doc.save(path)
+    doc.close()
+    return path

@@ -244,15 +244,20 @@ def test_a_pdf_table_is_one_chunk_with_its_caption(table_pdf) -> None:
             "|ByteNet|23.75||\n|ConvS2S|25.16|40.46|\n|Transformer (big)|28.4|41.8|"] == table_text
 
 
+def offline_propositions(chunks, title: str, cache: Path):
+    """The offline backend's propositions of ``chunks``, per chunk."""
+    settings = Settings()
+    context = DocumentContext(title=title, summary=f"{title}.")
+    with ThreadPoolExecutor(2) as pool:
+        return propositions_for_document(
+            chunks, context, OfflineBackend(settings), ResultCache(cache), settings, pool)
+
+
 def test_a_row_statement_carries_the_boxes_of_its_row(table_pdf, tmp_path: Path) -> None:
     doc, chunks = table_pdf
-    settings = Settings()
-    context = DocumentContext(title="Scores", summary="BLEU scores.")
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = propositions_for_document(
-            chunks, context, OfflineBackend(settings), ResultCache(tmp_path / "cache"), settings, pool)
+    outcomes = offline_propositions(chunks, "Scores", tmp_path / "cache")
     count = sum(len(o.propositions) for o in outcomes)
-    rows = proposition_rows(doc, chunks, outcomes, np.zeros((count, 2)), settings, "v", "run")
+    rows = proposition_rows(doc, chunks, outcomes, np.zeros((count, 2)), Settings(), "v", "run")
     [statement] = [r for r in rows if "for Transformer (big)" in r["text"]]
     row_start = doc.text.index("|Transformer (big)|")
     [region] = [r for r in doc.regions if r.start == row_start]
@@ -304,3 +309,33 @@ def test_the_boxes_of_each_part_lie_on_the_page_and_cover_its_cells(long_table_p
                      for word in line.replace("|", " ").split() if set(word) != {"-"}}
             uncovered |= cells - seen
     assert ([], set()) == (outside, uncovered)
+
+
+# --- A table continued on the next page -----------------------------------------------------
+
+CONTINUED_CAPTION = "Table 1: Symbols and atomic numbers of the elements"
+
+
+@pytest.fixture(scope="module")
+def continued_table(tmp_path_factory):
+    rows = [[f"Element {n}", f"E{n}", str(n)] for n in range(1, 41)]
+    path = pdf_factory.make_continued_table_pdf(
+        tmp_path_factory.mktemp("pdf") / "continued.pdf", ["Element", "Symbol", "Atomic number"],
+        [rows[:25], rows[25:]], CONTINUED_CAPTION)
+    doc = extract_document(path, Settings(pdf_reader="layout"))
+    return doc, chunk_document(doc, Settings())
+
+
+def test_a_table_continued_on_the_next_page_has_its_caption_in_the_head(continued_table) -> None:
+    _, chunks = continued_table
+    [second] = [c for c in chunks if c.page_start == 2]
+    assert CONTINUED_CAPTION == second.table_head
+
+
+def test_offline_propositions_name_a_continued_table_by_its_caption(continued_table,
+                                                                     tmp_path: Path) -> None:
+    _, chunks = continued_table
+    outcomes = offline_propositions(chunks, "Elements", tmp_path / "cache")
+    [statement] = [p.text for o in outcomes for p in o.propositions if "Element 30," in p.text]
+    assert ("In Table 1 (Symbols and atomic numbers of the elements), for Element 30, Symbol is "
+            "E30, Atomic number is 30.") == statement

@@ -24,8 +24,10 @@ from propdex.checks import CHECKS_VERSION
 # ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
 # a word left out of a page with a text layer. 6: chunks embedded without Markdown heading
 # marks and block-quote marks. 7: offline rules: each Markdown table row a block of its own,
-# and never the offline summary.
-PIPELINE_VERSION = "7"
+# and never the offline summary. 8: layout reader: a phrase the table grid cut at a column
+# line one cell again, rotated pages and pages the engine finds no text on read in fast
+# mode, boxes cut to the page; a table continued on the next page headed by its caption.
+PIPELINE_VERSION = "8"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -83,13 +83,15 @@ def ingest(
     prune_removed: bool = True,
     force: bool = False,
 ) -> dict:
-    """Ingest files, folders (.pdf, .txt, .md) and globs into the index at ``db``.
+    """Ingest files, folders (PDFs, EPUB/XPS/MOBI/FB2 books, text, Markdown) and globs into
+    the index at ``db``.
 
     Only new or changed documents are processed; sources removed from the given folders
     leave the index unless ``prune_removed`` is off; ``force`` re-processes everything.
 
     Args:
-        sources: Files, folders (walked for .pdf, .txt, .md) and globs to ingest.
+        sources: Files, folders (walked for .pdf, .epub, .xps, .oxps, .mobi, .fb2, .txt, .md, .markdown) and
+            globs to ingest.
         db: LanceDB folder (or URI) holding the index. A relative path resolves against the
             run's working directory (the repository, for prefect.yaml deployments).
         options: Settings for this run; empty fields fall back to PROPDEX_* variables.
@@ -105,10 +107,10 @@ def ingest(
     settings = for_documents(settings, pymupdf_sources(item.source for item in plan.to_process))
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
-    fp = plan.fingerprint
     chains = []
     for item in plan.to_process:
         salt = run_id if item.reason == "retry" else ""
+        fp = plan.fingerprint_for(item.source)
         doc = extract.submit(item, settings, fp, salt)
         context = write_context.submit(doc, settings, fp, salt)
         chunks = split.submit(doc, context, settings, fp, salt)
@@ -144,7 +146,7 @@ def ingest(
     summary.documents.extend(failures)
     if failures:
         hashes = {item.doc_id: item.content_sha256 for item in plan.to_process}
-        record_failures(failures, settings, fp, run_id, hashes)
+        record_failures(failures, settings, plan, run_id, hashes)
     summary.removed = prune(plan.removed, settings)
     summary.metadata_updated = relabel(plan.relabel, settings) if plan.relabel else []
     if summary.wrote:

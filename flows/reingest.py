@@ -34,7 +34,7 @@ def reingest_document(
     """Re-process one file into the index; a file that no longer exists leaves the index.
 
     Args:
-        source: Path of one .pdf, .txt or .md file. When the file no longer exists (it was
+        source: Path of one file (.pdf, .epub, .xps, .oxps, .mobi, .fb2, .txt, .md, .markdown). When the file no longer exists (it was
             deleted or moved away), its document and all its rows are removed from the index.
         db: LanceDB folder (or URI) holding the index. A relative path resolves against the
             run's working directory (the repository, for prefect.yaml deployments).

@@ -39,7 +39,8 @@ QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
 DOCUMENT_SUMMARY_FIELDS = (
     "doc_id", "source", "status", "error", "error_kind", "title", "summary", "page_count",
     "chunk_count", "proposition_count", "passed_count", "content_sha256", "run_id",
-    "last_run_id", "ingested_at", "last_attempt_at", "metadata",
+    "last_run_id", "ingested_at", "last_attempt_at", "metadata", "pdf_reader",
+    "layout_fallback_pages",
 )
 CHUNK_FIELDS = ["chunk_id", "doc_id", "run_id", "ordinal", "text", "header", "section",
                 "page_start", "page_end", "char_start", "char_end", "source", "prop_error",

@@ -24,8 +24,10 @@ from propdex.checks import CHECKS_VERSION
 # ("10^19", a footnote's "4 To illustrate"), formulas spaced as printed, OCR lines without
 # a word left out of a page with a text layer. 6: chunks embedded without Markdown heading
 # marks and block-quote marks. 7: offline rules: each Markdown table row a block of its own,
-# and never the offline summary.
-PIPELINE_VERSION = "7"
+# and never the offline summary. 8: layout reader: a phrase the table grid cut at a column
+# line one cell again, rotated pages and pages the engine finds no text on read in fast
+# mode, boxes cut to the page; a table continued on the next page headed by its caption.
+PIPELINE_VERSION = "8"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).
@@ -170,7 +172,8 @@ class Settings(BaseSettings):
         "layout", description="How PDFs are read: layout = PyMuPDF's layout engine (headings, "
         "lists, tables as Markdown, reading order, page regions of every chunk; about 0.3 s of "
         "CPU per page); fast = MuPDF's plain text lines, about a hundred times faster, no page "
-        "regions. Changing it re-ingests (part of the pipeline fingerprint).",
+        "regions. Changing it re-ingests the PDFs, EPUB, XPS, MOBI and FB2 files (part of their "
+        "pipeline fingerprint), not text and Markdown files.",
     )
     max_file_mb: float = Field(200.0, gt=0, description="Largest file read, in MB; larger ones fail as too large.")
     max_pages: int = Field(5000, ge=1, description="Most pages a PDF may have; more fail as too large.")
@@ -352,8 +355,10 @@ class Settings(BaseSettings):
             "conciseness": self.threshold_conciseness,
         }
 
-    def fingerprint(self, prompt_versions: dict[str, str]) -> str:
-        """Hash of every setting that changes stored outputs (issue: incremental re-ingest)."""
+    def fingerprint(self, prompt_versions: dict[str, str], *, pymupdf: bool = True) -> str:
+        """Hash of every setting that changes stored outputs (issue: incremental re-ingest):
+        of a document PyMuPDF reads (PDF, EPUB, XPS, MOBI, FB2), or with ``pymupdf`` off, of
+        a text or Markdown file, which the PDF reader does not change."""
         relevant = {
             "pipeline": PIPELINE_VERSION,
             "checks": CHECKS_VERSION,
@@ -367,7 +372,7 @@ class Settings(BaseSettings):
             "embed": [self.embedder, self.embed_model_name] + self._embed_reading(),
         }
         relevant.update(self._chunking_fingerprint())
-        if self.pdf_reader != "fast":
+        if pymupdf and self.pdf_reader != "fast":
             # Only beside fast mode: indexes read before the layout engine keep their fingerprint.
             relevant["pdf_reader"] = self.pdf_reader
         blob = json.dumps(relevant, sort_keys=True).encode()

@@ -129,14 +129,16 @@ def structured_output_notes(settings: Settings) -> list[str]:
 
 
 @task(name="record-failures", retries=2, retry_condition_fn=retry_transient)
-def record_failures(failures: list[DocumentOutcome], settings: Settings, fingerprint: str,
+def record_failures(failures: list[DocumentOutcome], settings: Settings, plan: Plan,
                     run_id: str, hashes: dict[str, str]) -> None:
-    """Store each failure's status and reason; a previously indexed version stays searchable."""
+    """Store each failure's status and reason, under the fingerprint ``plan`` gives its
+    source; a previously indexed version stays searchable."""
     index = open_index(settings)  # the documents table needs no vector dimension
     for outcome in failures:
         index.record_failure(failure_row(
             outcome.source, outcome.doc_id, hashes.get(outcome.doc_id, ""), outcome.status,
-            outcome.error or "failed", outcome.error_kind or "internal", fingerprint, run_id,
+            outcome.error or "failed", outcome.error_kind or "internal",
+            plan.fingerprint_for(outcome.source), run_id,
         ))
 
 

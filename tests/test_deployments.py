@@ -347,9 +347,11 @@ def test_run_used_the_edited_options(form_run):
     from propdex.runtime import backend_for
 
     settings = IngestOptions(**OPTIONS).settings(str(form_run.db))
-    expected = settings.fingerprint(backend_for(settings).prompt_versions())
+    versions = backend_for(settings).prompt_versions()
+    expected = {"owls.pdf": settings.fingerprint(versions),
+                "cats.md": settings.fingerprint(versions, pymupdf=False)}
     rows = lancedb.connect(str(form_run.db)).open_table("documents").to_arrow().to_pylist()
-    assert [expected, expected] == [row["pipeline_version"] for row in rows]
+    assert expected == {Path(row["source"]).name: row["pipeline_version"] for row in rows}
 
 
 @real_server

@@ -17,9 +17,12 @@ from propdex.docs_reference import (
     undocumented_columns,
     undocumented_settings,
 )
+from propdex.extract import PYMUPDF_SUFFIXES, extract_document
 from propdex.settings import Settings
 from propdex.store.column_descriptions import COLUMN_DESCRIPTIONS
-from propdex.store.schema import CHUNKS, TABLES, schema_for
+from propdex.store.schema import CHUNKS, DOCUMENTS, TABLES, schema_for
+from tests.book_factory import BUILDERS, make_xps
+from tests.pdf_factory import pdf_bytes
 
 
 def test_every_flag_setting_and_column_has_a_description():
@@ -73,3 +76,17 @@ def test_the_tables_page_lists_every_column():
     missing = [f"{table}.{name}" for table in TABLES for name in schema_for(table, 8).names
                if f"| `{name}` |" not in page]
     assert [] == missing
+
+
+@pytest.mark.parametrize("suffix", [*PYMUPDF_SUFFIXES, ".txt", ".md"])
+def test_the_kind_column_names_every_kind_a_source_is_read_as(tmp_path, suffix):
+    path = tmp_path / f"tides{suffix}"
+    if suffix in BUILDERS:
+        BUILDERS[suffix](path)
+    elif suffix in (".pdf", ".oxps"):
+        path.write_bytes(pdf_bytes(["The tide rises twice a day along the Atlantic coast."])
+                         if suffix == ".pdf" else make_xps(tmp_path / "t.xps").read_bytes())
+    else:
+        path.write_text("The tide rises twice a day along the Atlantic coast.\n", encoding="utf-8")
+    kind = extract_document(path, Settings(pdf_reader="fast")).kind
+    assert f"`{kind}`" in COLUMN_DESCRIPTIONS[DOCUMENTS]["kind"]

@@ -11,8 +11,10 @@ import pytest
 from propdex.extract import extract_document
 from propdex.extract.pdf import PAGE_SEPARATOR
 from propdex.models import ExtractedDocument, PageBox
+from propdex.pipeline.plan import plan_sources
 from propdex.regions import boxes_for_span
 from propdex.settings import Settings
+from propdex.store import Index
 from tests.pdf_factory import (
     MARGIN,
     MINERALS,
@@ -23,6 +25,7 @@ from tests.pdf_factory import (
     make_table_pdf,
     make_two_column_pdf,
 )
+from tests.store_rows import DIM, make_version
 
 LAYOUT = Settings(pdf_reader="layout")
 FAST = Settings(pdf_reader="fast")
@@ -127,6 +130,16 @@ def test_boxes_lie_within_page_bounds(built, read, kind: str) -> None:
     )
 
 
+
+def test_boxes_of_text_running_past_the_crop_box_lie_within_the_page(built, tmp_path) -> None:
+    with pymupdf.open(built["ruled"]) as pdf:
+        pdf[0].set_cropbox(pymupdf.Rect(40, 60, 500, 700))  # the paragraph runs to x = 539
+        pdf.save(tmp_path / "cropped.pdf")
+        page = pdf[0].rect
+    doc = extract_document(tmp_path / "cropped.pdf", LAYOUT)
+    assert [] == [r.box for r in doc.regions
+                  if not pymupdf.Rect(r.box.x0, r.box.y0, r.box.x1, r.box.y1) in page]
+
 @pytest.mark.parametrize("kind", CASES)
 def test_boxes_cover_the_text_of_each_paragraph(built, read, kind: str) -> None:
     doc = read[kind]
@@ -197,6 +210,32 @@ def test_a_page_the_engine_fails_on_is_read_in_fast_mode(tmp_path: Path, monkeyp
     )
 
 
+def test_a_page_the_engine_finds_no_text_on_is_read_in_fast_mode(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    path = make_pdf(tmp_path / "three.pdf", SURVEY[:3])
+    get_layout = pymupdf.Page.get_layout
+
+    def nothing_on_page_two(page, *args, **kwargs):
+        get_layout(page, *args, **kwargs)
+        if page.number == 1:
+            page.layout_information = []  # no box found: the page would read empty
+
+    fast = extract_document(path, FAST)
+    monkeypatch.setattr(pymupdf.Page, "get_layout", nothing_on_page_two)
+    doc = extract_document(path, LAYOUT)
+    assert ([2], page(fast, 2)) == (doc.layout_fallback_pages, page(doc, 2))
+
+
+def test_a_rotated_page_is_read_in_fast_mode(tmp_path: Path) -> None:
+    path = make_pdf(tmp_path / "two.pdf", SURVEY[:2])
+    with pymupdf.open(path) as pdf:
+        pdf[0].set_rotation(90)
+        pdf.save(tmp_path / "rotated.pdf")
+    fast = extract_document(tmp_path / "rotated.pdf", FAST)
+    doc = extract_document(tmp_path / "rotated.pdf", LAYOUT)
+    assert ([1], page(fast, 1)) == (doc.layout_fallback_pages, page(doc, 1))
+
+
 def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypatch) -> None:
     path = make_pdf(tmp_path / "one.pdf", SURVEY[:1])
     monkeypatch.setattr(pymupdf.Page, "get_layout", lambda *a, **k: 1 / 0)
@@ -208,6 +247,28 @@ def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypat
 
 def test_switching_reader_changes_the_fingerprint() -> None:
     assert LAYOUT.fingerprint({}) != FAST.fingerprint({})
+
+
+def test_switching_reader_re_plans_pdfs_and_leaves_markdown_unchanged(tmp_path: Path) -> None:
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    make_pdf(folder / "survey.pdf", SURVEY[:1])
+    (folder / "notes.md").write_text("# Notes\n\nTides and winds.\n", encoding="utf-8")
+    db = str(tmp_path / "db")
+    index = Index.open(db, dim=DIM)
+    layout = plan_sources([str(folder)], Settings(db=db, pdf_reader="layout"), force=False,
+                          prune=True)
+    for item in layout.to_process:  # indexed as a layout run stores them
+        version = make_version(item.doc_id, "r1", ["Tides."], source=item.source)
+        for row in [version.document, *version.chunks, *version.propositions]:
+            row["content_sha256"] = item.content_sha256
+        version.document["pipeline_version"] = layout.fingerprint_for(item.source)
+        index.replace_document(*version.rows)
+    fast = plan_sources([str(folder)], Settings(db=db, pdf_reader="fast"), force=False,
+                        prune=True)
+    assert (["notes.md"], ["survey.pdf"]) == (
+        [Path(s).name for s in fast.unchanged], [Path(i.source).name for i in fast.to_process]
+    )
 
 
 # Scanned pages: the engine decides per page whether to OCR (Tesseract, where installed).

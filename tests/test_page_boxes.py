@@ -136,3 +136,27 @@ def test_an_older_index_is_searched_with_null_boxes(tmp_path, level: str) -> Non
     index = Index.open(_old_index(tmp_path), create=False)
     [hit] = search(index, "owls", axis(0), mode="vector", level=level, k=1)
     assert ("alpha", None) == (hit.doc_id, hit.boxes)
+
+
+@pytest.fixture(scope="module")
+def fell_back(tmp_path_factory) -> str:
+    """An index with a PDF whose page 2 the layout engine failed on."""
+    db = str(tmp_path_factory.mktemp("fallback") / "index")
+    version = make_version("survey", "r1", ["Rivers.", "Mountains.", "Deserts."],
+                           source="/corpus/survey.pdf")
+    version.document.update(pdf_reader="layout", layout_fallback_pages=[2])
+    Index.open(db, dim=DIM).replace_document(*version.rows)
+    return db
+
+
+def test_status_names_the_pages_the_layout_engine_failed_on(fell_back) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["status", "--db", fell_back])
+    assert "  [layout engine failed on page(s) 2: read in fast mode]" in out.getvalue()
+
+
+def test_http_documents_list_the_reader_and_the_pages_the_engine_failed_on(fell_back) -> None:
+    client = TestClient(create_app(IndexReader(Settings(db=fell_back))))
+    [row] = client.get("/documents").json()
+    assert ("layout", [2]) == (row["pdf_reader"], row["layout_fallback_pages"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from prefect.utilities.callables import parameter_schema
 
@@ -9,6 +11,7 @@ from flows.evaluate import evaluate
 from flows.ingest import ingest
 from flows.parameters import EvaluateOptions, IngestOptions
 from flows.reingest import reingest_document
+from propdex.sources import SUPPORTED_SUFFIXES
 
 
 def options_schema(flow, name: str) -> dict:
@@ -69,3 +72,18 @@ def test_the_pdf_reader_flag_reaches_the_run_form():
 
     args = build_parser().parse_args(["ingest", "docs", "--pdf-reader", "fast"])
     assert "fast" == ingest_options(args).settings("db").pdf_reader
+
+
+@pytest.mark.parametrize("suffix", SUPPORTED_SUFFIXES)
+def test_the_sources_field_names_every_suffix_a_folder_is_walked_for(suffix):
+    description = parameter_schema(ingest.fn).model_dump()["properties"]["sources"]["description"]
+    assert suffix in re.findall(r"\.\w+", description)
+
+
+@pytest.mark.parametrize("suffix", SUPPORTED_SUFFIXES)
+def test_the_ingest_paths_help_names_every_suffix_a_folder_is_walked_for(suffix):
+    from propdex.cli import build_parser
+
+    ingest_parser = build_parser()._subparsers._group_actions[0].choices["ingest"]
+    [paths] = [a for a in ingest_parser._actions if a.dest == "paths"]
+    assert suffix in re.findall(r"\.\w+", paths.help)

@@ -19,7 +19,9 @@ from propdex.models import DocumentContext
 from propdex.pipeline.headers import attach_headers
 from propdex.pipeline.propositions import propositions_for_document
 from propdex.pipeline.rows import proposition_rows
+from propdex.regions import boxes_for_span
 from propdex.settings import Settings
+from tests import pdf_factory
 
 PROSE = "The models were trained on the WMT 2014 data for three days. " * 4
 CAPTION = "Table 2: BLEU scores of translation models on newstest2014."
@@ -242,17 +244,98 @@ def test_a_pdf_table_is_one_chunk_with_its_caption(table_pdf) -> None:
             "|ByteNet|23.75||\n|ConvS2S|25.16|40.46|\n|Transformer (big)|28.4|41.8|"] == table_text
 
 
+def offline_propositions(chunks, title: str, cache: Path):
+    """The offline backend's propositions of ``chunks``, per chunk."""
+    settings = Settings()
+    context = DocumentContext(title=title, summary=f"{title}.")
+    with ThreadPoolExecutor(2) as pool:
+        return propositions_for_document(
+            chunks, context, OfflineBackend(settings), ResultCache(cache), settings, pool)
+
+
 def test_a_row_statement_carries_the_boxes_of_its_row(table_pdf, tmp_path: Path) -> None:
     doc, chunks = table_pdf
-    settings = Settings()
-    context = DocumentContext(title="Scores", summary="BLEU scores.")
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = propositions_for_document(
-            chunks, context, OfflineBackend(settings), ResultCache(tmp_path / "cache"), settings, pool)
+    outcomes = offline_propositions(chunks, "Scores", tmp_path / "cache")
     count = sum(len(o.propositions) for o in outcomes)
-    rows = proposition_rows(doc, chunks, outcomes, np.zeros((count, 2)), settings, "v", "run")
+    rows = proposition_rows(doc, chunks, outcomes, np.zeros((count, 2)), Settings(), "v", "run")
     [statement] = [r for r in rows if "for Transformer (big)" in r["text"]]
     row_start = doc.text.index("|Transformer (big)|")
     [region] = [r for r in doc.regions if r.start == row_start]
     box = region.box
     assert [{"page": 1, "x0": box.x0, "y0": box.y0, "x1": box.x1, "y1": box.y1}] == statement["boxes"]
+
+
+# --- A table longer than a chunk in a PDF read by the layout engine ------------------------
+
+ELEMENTS = [["Element", "Symbol", "Atomic number"],
+            *[[f"Element {n}", f"E{n}", str(n)] for n in range(1, 25)]]
+ELEMENTS_HEAD = ("Table 1: Hardness and density of minerals\n\n|Element|Symbol|Atomic number|\n"
+                 "|---|---|---|")
+
+
+@pytest.fixture(scope="module")
+def long_table_pdf(tmp_path_factory):
+    path = pdf_factory.make_table_pdf(tmp_path_factory.mktemp("pdf") / "elements.pdf", ELEMENTS)
+    doc = extract_document(path, Settings(pdf_reader="layout"))
+    chunks = [c for c in chunk_document(doc, Settings(chunk_size=250)) if "|E" in c.text]
+    return doc, chunks, path
+
+
+def test_a_long_pdf_table_is_split_between_rows_each_part_headed(long_table_pdf) -> None:
+    _, chunks, _ = long_table_pdf
+    rows = [line for c in chunks for line in c.text.split("\n") if line.startswith("|Element ")]
+    assert ([""] + [ELEMENTS_HEAD] * (len(chunks) - 1),
+            [f"|Element {n}|E{n}|{n}|" for n in range(1, 25)]) == (
+        [c.table_head for c in chunks], rows
+    )
+
+
+def test_the_parts_of_a_long_pdf_table_slice_the_stored_text(long_table_pdf) -> None:
+    doc, chunks, _ = long_table_pdf
+    assert [c.text for c in chunks] == [doc.text[c.char_start:c.char_end] for c in chunks]
+
+
+def test_the_boxes_of_each_part_lie_on_the_page_and_cover_its_cells(long_table_pdf) -> None:
+    doc, chunks, path = long_table_pdf
+    outside, uncovered = [], set()
+    with pymupdf.open(path) as pdf:
+        page = pdf[0]
+        for chunk in chunks:
+            boxes = [pymupdf.Rect(b.x0, b.y0, b.x1, b.y1)
+                     for b in boxes_for_span(doc.regions, chunk.char_start, chunk.char_end)]
+            outside += [b for b in boxes if b not in page.rect]
+            seen = {w[4] for b in boxes for w in page.get_text("words", clip=b)}
+            cells = {word for line in chunk.text.split("\n") if line.startswith("|")
+                     for word in line.replace("|", " ").split() if set(word) != {"-"}}
+            uncovered |= cells - seen
+    assert ([], set()) == (outside, uncovered)
+
+
+# --- A table continued on the next page -----------------------------------------------------
+
+CONTINUED_CAPTION = "Table 1: Symbols and atomic numbers of the elements"
+
+
+@pytest.fixture(scope="module")
+def continued_table(tmp_path_factory):
+    rows = [[f"Element {n}", f"E{n}", str(n)] for n in range(1, 41)]
+    path = pdf_factory.make_continued_table_pdf(
+        tmp_path_factory.mktemp("pdf") / "continued.pdf", ["Element", "Symbol", "Atomic number"],
+        [rows[:25], rows[25:]], CONTINUED_CAPTION)
+    doc = extract_document(path, Settings(pdf_reader="layout"))
+    return doc, chunk_document(doc, Settings())
+
+
+def test_a_table_continued_on_the_next_page_has_its_caption_in_the_head(continued_table) -> None:
+    _, chunks = continued_table
+    [second] = [c for c in chunks if c.page_start == 2]
+    assert CONTINUED_CAPTION == second.table_head
+
+
+def test_offline_propositions_name_a_continued_table_by_its_caption(continued_table,
+                                                                     tmp_path: Path) -> None:
+    _, chunks = continued_table
+    outcomes = offline_propositions(chunks, "Elements", tmp_path / "cache")
+    [statement] = [p.text for o in outcomes for p in o.propositions if "Element 30," in p.text]
+    assert ("In Table 1 (Symbols and atomic numbers of the elements), for Element 30, Symbol is "
+            "E30, Atomic number is 30.") == statement

@@ -49,6 +49,9 @@ class Table:
     end: int  # end of the last row
     rows: tuple[tuple[int, int], ...]  # the body rows
     caption: tuple[int, int] | None = None
+    # A table continued from the page before (its header row repeated, no caption of its
+    # own, nothing but the page break after the table it continues): that table's caption.
+    continues: tuple[int, int] | None = None
 
     @property
     def block(self) -> tuple[int, int]:
@@ -168,8 +171,22 @@ def find_tables(text: str) -> list[Table]:
             # A caption right before the next table is that table's.
             if after and _is_caption(text, after[0]) and not (i + 1 < len(found) and len(after) == 1):
                 caption = after[0]
-        with_captions.append(Table(table.start, table.head_end, table.end, table.rows, caption))
+        continues = None
+        if caption is None and with_captions:
+            continues = _continued_caption(text, with_captions[-1], table)
+        with_captions.append(Table(table.start, table.head_end, table.end, table.rows, caption,
+                                   continues))
     return with_captions
+
+
+def _continued_caption(text: str, previous: Table, table: Table) -> tuple[int, int] | None:
+    """The caption of ``previous`` when ``table`` continues it: right after it (blank lines
+    between, as a page break leaves) under the same header rows."""
+    if text[previous.end:table.start].strip():
+        return None
+    if text[previous.start:previous.head_end] != text[table.start:table.head_end]:
+        return None
+    return previous.caption or previous.continues
 
 
 def _units(table: Table) -> list[tuple[int, int]]:
@@ -201,6 +218,8 @@ def _missing_head(text: str, table: Table, start: int, end: int) -> str:
     parts = []
     if table.caption is not None and not start <= table.caption[0] < end:
         parts.append(text[slice(*table.caption)])
+    elif table.continues is not None:
+        parts.append(text[slice(*table.continues)])
     has_rows = any(start <= row_start < end for row_start, _ in table.rows)
     if has_rows and not start <= table.start < end:
         parts.append(text[table.start : table.head_end])

@@ -25,6 +25,7 @@ from typing import NoReturn
 
 from propdex.errors import PropdexError, StorageError
 from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
+from propdex.sources import SUPPORTED_SUFFIXES
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
 
@@ -319,6 +320,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             error += f"  [fallback: {row['context_fallback']}]"
         if row["ungraded_count"]:
             error += f"  [{row['ungraded_count']} ungraded]"
+        if row["layout_fallback_pages"]:
+            pages = ", ".join(map(str, row["layout_fallback_pages"]))
+            error += f"  [layout engine failed on page(s) {pages}: read in fast mode]"
         rejected = json.loads(row["checks_rejected"] or "{}")
         if rejected:
             error += f"  [rejected by the checks: {describe_rejections(rejected)}]"
@@ -424,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = with_db(commands.add_parser("ingest", help="ingest files, folders and globs"))
     ingest.add_argument("paths", nargs="+", metavar="PATH",
-                        help="files, folders (walked for .pdf, .txt, .md) and globs")
+                        help=f"files, folders (walked for {', '.join(SUPPORTED_SUFFIXES)}) and globs")
     ingest.add_argument("--llm", choices=["offline", "openai"],
                         help="LLM backend (default openai when PROPDEX_LLM_BASE_URL is set, else offline)")
     ingest.add_argument("--llm-model", help="model for every LLM step (PROPDEX_LLM_MODEL)")

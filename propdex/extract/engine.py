@@ -39,6 +39,7 @@ from propdex.extract.spans import (
     split_merged_spans,
     superscript_cell_text,
 )
+from propdex.extract.table_cells import join_spanning_cells
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -127,16 +128,29 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
     raw_spans = page_spans(doc.load_page(index))
+    # The words are needed only to rejoin table cells (propdex.extract.table_cells).
+    words = (doc.load_page(index).get_text("words")
+             if any(box.boxclass == "table" for box in page.boxes) else [])
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
         lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
                  for line in box.textlines or [] if line["spans"]]
-        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans)
+        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, words)
         if piece is not None and piece.text:
             piece.lines = lines
+            piece.parts = [(start, end, _within(part, rect)) for start, end, part in piece.parts]
             result.pieces.append(piece)
     return result
+
+
+def _within(box: tuple[float, float, float, float], page: pymupdf.Rect,
+            ) -> tuple[float, float, float, float]:
+    """``box`` cut to the page: the engine's boxes follow the text, which may run past the
+    page's crop box by a point or a whole word (hidden, and not extracted)."""
+    x0, y0, x1, y1 = box
+    return (min(max(x0, page.x0), page.x1), min(max(y0, page.y0), page.y1),
+            max(min(x1, page.x1), page.x0), max(min(y1, page.y1), page.y0))
 
 
 def _drop_illegible_ocr(boxes) -> None:
@@ -190,11 +204,12 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
     page.pieces = kept_pieces
 
 
-def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]]) -> Piece | None:
+def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]],
+               words: list[tuple]) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        piece = _table_piece(box.table or {}, rect, raw_spans)
+        piece = _table_piece(box.table or {}, rect, raw_spans, words)
         if piece is not None:
             piece.kind = kind
         return piece
@@ -251,27 +266,31 @@ def _cell(text: str | None) -> str:
     return _one_line(text or "").replace("|", "\\|")
 
 
-def _cells(row: list[str | None], rects, raw: dict[int, list[dict]]) -> list[str]:
+def _cells(row: list[str | None], rects, raw: dict[int, list[dict]], words: list[tuple],
+           header: bool) -> list[str]:
     """A row's cells; one holding a superscript is read from its spans (the plain extract
-    runs an exponent into its base)."""
+    runs an exponent into its base); a phrase the grid cut is joined back."""
     rects = rects or []
-    return [
-        _cell((superscript_cell_text(rects[n], raw) if n < len(rects) and rects[n] and text
-               else None) or text)
+    texts = [
+        (superscript_cell_text(rects[n], raw) if n < len(rects) and rects[n] and text
+         else None) or text
         for n, text in enumerate(row)
     ]
+    return [_cell(text) for text in join_spanning_cells(texts, rects, words, header=header)]
 
 
-def _table_piece(table: dict, rect, raw: dict[int, list[dict]]) -> Piece | None:
+def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tuple],
+                 ) -> Piece | None:
     """A pipe table, one row per line, the first row as its header; each row records the
     rectangle its cells span."""
     rows = table.get("extract") or []
     cells = table.get("cells") or []
+    shown = [index for index, row in enumerate(rows) if any(_cell(c) for c in row)]
     kept = [
-        (_cells(row, cells[index] if index < len(cells) else None, raw),
+        (_cells(rows[index], cells[index] if index < len(cells) else None, raw, words,
+                header=index == shown[0]),
          cells[index] if index < len(cells) else None)
-        for index, row in enumerate(rows)
-        if any(_cell(c) for c in row)
+        for index in shown
     ]
     if not kept:
         return None

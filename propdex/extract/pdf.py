@@ -220,11 +220,11 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
         text_page = _text_page(doc, index, path, source)
         if index == 0 and title is None:
             title = _first_page_title(text_page.extractDICT())
-        try:
-            pages.append(engine.read_page(doc, index, ocr and _lacks_text(text_page)))
-        except Exception:  # the engine's models and heuristics on a page they cannot handle
+        page = _engine_page(doc, index, text_page, ocr)
+        if page is None:
             fallback.append(index + 1)
-            pages.append(_fast_page(doc, index, path, source))
+            page = _fast_page(doc, index, path, source)
+        pages.append(page)
     lines = [engine.furniture_blocks(page) for page in pages]
     furniture = find_furniture(
         [PageLines(page.height, page.top, blocks) for page, (blocks, _) in zip(pages, lines, strict=True)]
@@ -242,6 +242,23 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     sections = _toc_sections(doc, text, spans, _MARKDOWN_HEADING) or headings
     return PdfContent(text, spans, title, sections, doc.page_count, any(p.ocr for p in pages),
                       layout.furniture_removed, "layout", fallback, regions)
+
+
+def _engine_page(doc: pymupdf.Document, index: int, text_page: pymupdf.TextPage,
+                 ocr: bool) -> engine.PagePieces | None:
+    """The page as the layout engine reads it, or None where it cannot: an error of its
+    models or heuristics; a rotated page, which it reads as if upright (no text from its
+    paragraphs, tables cut across their columns); no text at all from a page with a text
+    layer of its own."""
+    if doc.load_page(index).rotation % 360:
+        return None
+    try:
+        page = engine.read_page(doc, index, ocr and _lacks_text(text_page))
+    except Exception:  # the engine's models and heuristics on a page they cannot handle
+        return None
+    if not any(piece.text.strip() for piece in page.pieces) and not _lacks_text(text_page):
+        return None
+    return page
 
 
 def _lacks_text(text_page: pymupdf.TextPage) -> bool:

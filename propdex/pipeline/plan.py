@@ -12,6 +12,7 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 
+from propdex.extract import PYMUPDF_SUFFIXES
 from propdex.ids import doc_id_for, sha256_file
 from propdex.metadata import Metadata, MetadataError, file_metadata, from_json, merged
 from propdex.pipeline.outcome import RunSummary
@@ -36,7 +37,9 @@ class WorkItem:
 
 @dataclass
 class Plan:
-    fingerprint: str
+    fingerprint: str  # of the documents PyMuPDF reads
+    # Of text and Markdown files: without the PDF reader, so switching it leaves them be.
+    text_fingerprint: str | None = None
     to_process: list[WorkItem] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, source)
@@ -49,6 +52,12 @@ class Plan:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
     # Unchanged documents whose metadata changed: their rows get it, nothing is re-run.
     relabel: list[WorkItem] = field(default_factory=list)
+
+    def fingerprint_for(self, source: str) -> str:
+        """The fingerprint ``source`` is compared with and stored under."""
+        if self.text_fingerprint is None or source.lower().endswith(PYMUPDF_SUFFIXES):
+            return self.fingerprint
+        return self.text_fingerprint
 
     @property
     def changes_nothing(self) -> bool:
@@ -72,13 +81,15 @@ def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: 
     that nothing changed before starting a flow run."""
     from propdex.runtime import backend_for  # the backend's prompt versions enter the fingerprint
 
-    fingerprint = settings.fingerprint(backend_for(settings).prompt_versions())
+    versions = backend_for(settings).prompt_versions()
+    fingerprint = settings.fingerprint(versions)
     ledger = open_ledger(settings).documents()
     remote = [s for s in sources if is_remote(s)]
     discovery = discover([s for s in sources if not is_remote(s)], settings.allowed_roots)
     objects = discover_remote(remote, settings, discovery) if remote else []
     plan = make_plan(discovery, ledger, fingerprint, force=force, prune=prune,
-                     metadata=metadata, objects=objects)
+                     metadata=metadata, objects=objects,
+                     text_fingerprint=settings.fingerprint(versions, pymupdf=False))
     if objects:
         fetch_changed(plan, objects, ledger, settings, force=force, metadata=metadata)
     return plan
@@ -126,9 +137,8 @@ def _reason(item: WorkItem, row: dict | None, fingerprint: str, force: bool) -> 
     return "retry"
 
 
-def _decide(plan: Plan, item: WorkItem, row: dict | None, fingerprint: str, force: bool,
-            ) -> None:
-    reason = _reason(item, row, fingerprint, force)
+def _decide(plan: Plan, item: WorkItem, row: dict | None, force: bool) -> None:
+    reason = _reason(item, row, plan.fingerprint_for(item.source), force)
     if reason == "unchanged":
         plan.unchanged.append(item.source)
     elif reason == "metadata changed":
@@ -150,8 +160,9 @@ def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],
         if (not force and row is not None and obj.etag and row.get("object_etag") == obj.etag
                 and row.get("object_size") == obj.size):
             same = replace(item, content_sha256=row["content_sha256"])
-            if _reason(same, row, plan.fingerprint, force) in ("unchanged", "metadata changed"):
-                _decide(plan, same, row, plan.fingerprint, force)
+            if _reason(same, row, plan.fingerprint_for(obj.url), force) in (
+                    "unchanged", "metadata changed"):
+                _decide(plan, same, row, force)
                 continue
             # To be processed all the same (settings changed, a retry): it is read now.
         try:
@@ -159,16 +170,16 @@ def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],
         except ObjectStoreError as failed:
             plan.unreadable.append((obj.url, failed.reason))
             continue
-        _decide(plan, replace(item, content_sha256=digest, local_path=local), row,
-                plan.fingerprint, force)
+        _decide(plan, replace(item, content_sha256=digest, local_path=local), row, force)
 
 
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
     metadata: Metadata | None = None, objects: list[RemoteObject] | None = None,
+    text_fingerprint: str | None = None,
 ) -> Plan:
-    plan = Plan(fingerprint=fingerprint, missing=list(discovery.missing),
-                refused=list(discovery.refused))
+    plan = Plan(fingerprint=fingerprint, text_fingerprint=text_fingerprint,
+                missing=list(discovery.missing), refused=list(discovery.refused))
     by_id = {row["doc_id"]: row for row in ledger}
     for source in discovery.files:
         doc_id = doc_id_for(source)
@@ -185,8 +196,7 @@ def make_plan(
         except MetadataError as exc:
             plan.invalid_metadata.append((source, f"invalid metadata: {exc}"))
             continue
-        _decide(plan, WorkItem(source, doc_id, digest, "", wanted), by_id.get(doc_id),
-                fingerprint, force)
+        _decide(plan, WorkItem(source, doc_id, digest, "", wanted), by_id.get(doc_id), force)
     if prune:
         # A source leaves the index when the argument that covered it no longer yields it:
         # a folder it was in, a glob it matched, or its own path named explicitly.

@@ -34,7 +34,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "source": _LINEAGE["source"],
         "content_sha256": "SHA-256 of the bytes last attempted: the live version's, unless a "
                           "later attempt failed.",
-        "kind": "`pdf`, `text` or `markdown`.",
+        "kind": "The format the source was read as: `pdf`, `epub`, `xps`, `mobi`, `fb2`, `text` or "
+                "`markdown`.",
         "text": "The extracted text that every offset of the document's chunks indexes into.",
         "title": "Title written by the LLM (or taken from PDF metadata by the offline backend).",
         "summary": "One-sentence summary written by the LLM from a bounded prefix of the text.",
@@ -74,7 +75,9 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "object_size": "Object-store sources: the object's size in bytes when last indexed.",
         "pdf_reader": "PDFs (and EPUB, XPS, MOBI, FB2): `layout` (PyMuPDF's layout engine) or "
                       "`fast` (plain text lines); null for text and Markdown.",
-        "layout_fallback_pages": "Pages the layout engine failed on, read in fast mode instead.",
+        "layout_fallback_pages": "Pages the layout engine failed on (an error, no text from a "
+                                 "page with a text layer, a rotated page), read in fast mode "
+                                 "instead.",
         "checks_rejected": "JSON object: `step: reason` -> LLM answers the deterministic checks "
                            "rejected (`{}`: none).",
     },
@@ -98,7 +101,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "vector": "Embedding of the header and the text. " + _LINEAGE["vector"],
         "meta": _META,
         "boxes": "Page rectangles the text came from: `{page, x0, y0, x1, y1}` in PDF points "
-                 "(origin top left); null for non-PDF sources and PDFs read in fast mode.",
+                 "(origin top left); null for text and Markdown sources and for documents read "
+                 "in fast mode.",
     },
     PROPOSITIONS: {
         "prop_id": "Id derived from the parent chunk and the ordinal (unique among live rows).",

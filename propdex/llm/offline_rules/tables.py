@@ -38,10 +38,12 @@ def cell_name(cell: str) -> str:
 
 
 def table_name(text: str, table: Table, title: str) -> str:
-    """"Table 2 (its subject)" from the caption; else "a table of <title>"."""
-    if table.caption is None:
+    """"Table 2 (its subject)" from the caption (of the table it continues, on a later page);
+    else "a table of <title>"."""
+    caption_span = table.caption or table.continues
+    if caption_span is None:
         return f"a table of {title}" if title else "a table"
-    caption = plain_cell(text[slice(*table.caption)].replace("\n", " "))
+    caption = plain_cell(text[slice(*caption_span)].replace("\n", " "))
     label = _CAPTION_LABEL.match(caption)
     if label is None:
         return f"a table of {title}" if title else "a table"

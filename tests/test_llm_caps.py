@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from propdex.errors import LLMAnswerCutOffError
-from propdex.llm.openai_backend import OpenAIBackend
 from propdex.llm.output_caps import (
     CHARS_PER_TOKEN_FLOOR,
     SLACK_TOKENS,
@@ -17,7 +16,6 @@ from propdex.llm.output_caps import (
 )
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
 from propdex.settings import Settings
-from tests.scripted_fixtures import scripted_settings
 from tests.scripted_server import ScriptedServer
 
 CHUNK = "The tower is 330 metres tall. It was built between 1887 and 1889. It is repainted every seven years."
@@ -25,16 +23,8 @@ SENTENCES = ["The tower is 330 metres tall.", "It was built between 1887 and 188
 
 
 @pytest.fixture
-def backend(scripted_server: ScriptedServer):
-    made: list[OpenAIBackend] = []
-
-    def make(**overrides) -> OpenAIBackend:
-        made.append(OpenAIBackend(scripted_settings(scripted_server, **overrides)))
-        return made[-1]
-
-    yield make
-    for b in made:
-        b.close()
+def backend(make_openai_backend):
+    return make_openai_backend
 
 
 def sent_caps(server: ScriptedServer, step: str) -> list[int | None]:

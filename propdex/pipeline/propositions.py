@@ -25,7 +25,8 @@ def _extract(
     key = cache_key(
         step="propositions", model=settings.model_for("propositions"),
         prompt=backend.prompt_versions()["propositions"], title=title, section=chunk.section,
-        limits=[settings.min_propositions, settings.max_propositions, settings.max_proposition_chars],
+        limits=[settings.min_propositions, settings.max_propositions, settings.max_proposition_chars,
+                settings.max_table_propositions],
         text=chunk.prompt_text,
     )
     cached = cache.get_llm(key)

@@ -42,7 +42,7 @@ LONG_ROWS = [["Mineral", "Hardness", "Density"],
 def make_inputs(folder: Path) -> dict[str, Path]:
     import pymupdf
 
-    sys.path.insert(0, str(REPO))
+    sys.path.append(str(REPO))  # after PYTHONPATH: propdex stays the checkout measured
     from tests.pdf_factory import make_table_pdf
 
     inputs = {"six_rows": make_table_pdf(folder / "six_rows.pdf", SIX_ROWS),
@@ -91,8 +91,10 @@ def tally(db: Path, pdf: Path, calls: list, seconds: float, n_ctx: int) -> dict:
     [document] = connection.open_table("documents").to_arrow().to_pylist()
     chunks = {c["chunk_id"]: c for c in connection.open_table("chunks").to_arrow().to_pylist()
               if c["run_id"] == document["run_id"]}
-    propositions = [p for p in connection.open_table("propositions").to_arrow().to_pylist()
-                    if p["run_id"] == document["run_id"]]
+    # No propositions table: no chunk of the run gave any (every extraction failed).
+    stored = (connection.open_table("propositions").to_arrow().to_pylist()
+              if "propositions" in connection.list_tables().tables else [])
+    propositions = [p for p in stored if p["run_id"] == document["run_id"]]
     table_ids = {i for i, c in chunks.items() if is_table_chunk(c["text"])}
     in_tables = [p for p in propositions if p["chunk_id"] in table_ids]
     row_boxed = [p for p in in_tables if p["boxes"] and p["boxes"] != chunks[p["chunk_id"]]["boxes"]]
@@ -150,8 +152,10 @@ def main() -> None:
         "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     })
     os.environ.update(dict(pair.split("=", 1) for pair in args.environment))
+    import propdex
     from flows.ingest import ingest
 
+    print(f"propdex: {Path(propdex.__file__).parent}", flush=True)
     calls = recording_calls()
     try:
         for name, pdf in inputs.items():
@@ -163,7 +167,7 @@ def main() -> None:
             ingest(sources=[str(pdf)], db=str(work / name / "db"))
             result = tally(work / name / "db", pdf, list(calls), time.perf_counter() - started,
                            args.n_ctx)
-            print(json.dumps({name: result}, indent=1, ensure_ascii=False), flush=True)
+            print(json.dumps({name: result}, ensure_ascii=False), flush=True)
     finally:
         if server is not None:
             server.terminate()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from propdex.errors import LLMAnswerCutOffError
 from propdex.llm.output_caps import (
     CHARS_PER_TOKEN_FLOOR,
+    ELEMENT_TOKENS,
     SLACK_TOKENS,
     UnboundedAnswerError,
     copy_cap,
@@ -15,8 +18,9 @@ from propdex.llm.output_caps import (
     output_cap,
 )
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
+from propdex.models import Scores
 from propdex.settings import Settings
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import ScriptedServer, reply
 
 CHUNK = "The tower is 330 metres tall. It was built between 1887 and 1889. It is repainted every seven years."
 SENTENCES = ["The tower is 330 metres tall.", "It was built between 1887 and 1889."]
@@ -49,8 +53,9 @@ def test_an_unbounded_list_has_no_longest_json():
 def test_the_propositions_cap_grows_with_max_propositions_times_max_chars():
     small = derived_json_cap(PropositionsAnswer, {"max_propositions": 5, "max_chars": 100})
     large = derived_json_cap(PropositionsAnswer, {"max_propositions": 10, "max_chars": 100})
-    # Five more items of 100 characters (+ quotes and separator) in tokens of 3 characters.
-    assert 5 * (100 + 2 + 2) / CHARS_PER_TOKEN_FLOOR == pytest.approx(large - small, abs=1)
+    # Five more items of 100 characters (+ quotes and separator) in tokens of 3 characters,
+    # each with room for its line break, indentation and split punctuation.
+    assert 5 * ((100 + 2 + 2) / CHARS_PER_TOKEN_FLOOR + ELEMENT_TOKENS) == pytest.approx(large - small, abs=1)
 
 
 def test_the_grading_cap_counts_the_propositions_sent():
@@ -131,3 +136,12 @@ def test_the_cap_goes_in_max_completion_tokens_when_configured(backend, scripted
     backend(llm_max_tokens_field="max_completion_tokens").title(CHUNK, truncated=False, hint=None)
     body = scripted_server.requests[0].body
     assert (derived_json_cap(TitleAnswer, None), False) == (body["max_completion_tokens"], "max_tokens" in body)
+
+
+def test_a_pretty_printed_grading_of_25_propositions_fits_its_cap(backend, scripted_server):
+    propositions = [f"The tower was repainted in {1900 + 7 * n}." for n in range(25)]
+    keys = ("accuracy", "clarity", "completeness", "conciseness")
+    pretty = json.dumps({"grades": [{"index": i, **dict.fromkeys(keys, 10)} for i in range(25)]}, indent=2)
+    scripted_server.script(reply(pretty), step="grading")
+    grades = backend().grade(CHUNK, propositions, title="Tower", section=None).value
+    assert [Scores(10, 10, 10, 10)] * 25 == grades

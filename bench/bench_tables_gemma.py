@@ -8,12 +8,16 @@ Inputs, built here with PyMuPDF: a ruled table of 6 rows; a table of 28 rows, lo
 chunk (split between rows, header repeated); pages 8-9 of the corpus's
 attention_is_all_you_need.pdf (Tables 2 and 3), when the corpus is there.
 
+``--grade N`` then grades N statements of the long table's first part in one call, one per
+cell as a model following the prompt writes them, and reports the cap, the tokens and
+whether the answer fit.
+
 Each input is ingested in this process (the propdex on PYTHONPATH: run it once with main's
 checkout and once with this one for before/after) into its own database and LLM cache.
 
 Run from the repository root:
     PYTHONPATH=$PWD python bench/bench_tables_gemma.py [--url http://127.0.0.1:PORT/v1]
-        [--n-ctx 4096] [--only NAME] [ENV=VALUE ...]
+        [--n-ctx 4096] [--only NAME] [--grade COUNT] [ENV=VALUE ...]
 """
 
 from __future__ import annotations
@@ -133,12 +137,43 @@ def tally(db: Path, pdf: Path, calls: list, seconds: float, n_ctx: int) -> dict:
     }
 
 
+def grade_table_part(pdf: Path, count: int, calls: list) -> dict:
+    """One grading call for ``count`` statements of the long table's first part, as a model
+    stating one cell per proposition writes them: its cap, tokens and outcome."""
+    from propdex.chunking import chunk_document
+    from propdex.errors import LLMError
+    from propdex.extract import extract_document
+    from propdex.llm.openai_backend import OpenAIBackend
+    from propdex.settings import Settings
+
+    settings = Settings()
+    chunk = next(c for c in chunk_document(extract_document(pdf, settings), settings)
+                 if is_table_chunk(c.text))
+    rows = [line.split("|")[1:4] for line in chunk.prompt_text.splitlines()
+            if line.startswith("|Mineral sample")]
+    statements = [f"In Table 1 (Hardness and density of minerals), {row[0]} has a {column} of {value}."
+                  for row in rows for column, value in (("hardness", row[1]), ("density", row[2]))]
+    calls.clear()
+    backend = OpenAIBackend(settings)
+    try:
+        outcome = f"{len(backend.grade(chunk.prompt_text, statements[:count], title='Minerals', section=None).value)} grades"
+    except LLMError as error:
+        outcome = str(error)
+    finally:
+        backend.close()
+    return {"statements": count, "outcome": outcome,
+            "calls (cap, prompt, completion, finish)": [
+                (r.cap, r.prompt_tokens, r.completion_tokens, r.finish_reason) for r in calls]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("environment", nargs="*", help="PROPDEX_X=value settings for every ingest")
     parser.add_argument("--url", help="a running server's /v1 URL (else one is started here)")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the server's context window")
     parser.add_argument("--only", action="append", help="ingest only this input (repeatable)")
+    parser.add_argument("--grade", type=int, action="append", default=[],
+                        help="then grade this many statements of the long table in one call (repeatable)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="propdex-tables-gemma-"))
     inputs = make_inputs(work)
@@ -168,6 +203,9 @@ def main() -> None:
             result = tally(work / name / "db", pdf, list(calls), time.perf_counter() - started,
                            args.n_ctx)
             print(json.dumps({name: result}, ensure_ascii=False), flush=True)
+        for count in args.grade:
+            result = grade_table_part(inputs["long_table"], count, calls)
+            print(json.dumps({"grading": result}, ensure_ascii=False), flush=True)
     finally:
         if server is not None:
             server.terminate()

@@ -20,7 +20,7 @@ from propdex.llm.output_caps import (
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
 from propdex.models import Scores
 from propdex.settings import Settings
-from tests.scripted_server import ScriptedServer, reply
+from tests.scripted_server import ScriptedServer, reply, truncated
 
 CHUNK = "The tower is 330 metres tall. It was built between 1887 and 1889. It is repainted every seven years."
 SENTENCES = ["The tower is 330 metres tall.", "It was built between 1887 and 1889."]
@@ -145,3 +145,12 @@ def test_a_pretty_printed_grading_of_25_propositions_fits_its_cap(backend, scrip
     scripted_server.script(reply(pretty), step="grading")
     grades = backend().grade(CHUNK, propositions, title="Tower", section=None).value
     assert [Scores(10, 10, 10, 10)] * 25 == grades
+
+
+def test_an_answer_stopped_short_of_its_cap_is_reported_as_cut_off_by_the_server(backend, scripted_server):
+    scripted_server.script(truncated(), truncated(), step="summary")
+    with pytest.raises(LLMAnswerCutOffError) as caught:
+        backend().summary(CHUNK, title="Tower", truncated=False)
+    cap = derived_json_cap(SummaryAnswer, None)
+    assert (f"short of its output cap (max_tokens={cap}, finish_reason=length): is the context "
+            "window full?") in str(caught.value)

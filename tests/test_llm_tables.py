@@ -5,13 +5,17 @@ so a table part of more rows than max_propositions keeps every row's statements.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from propdex.cache import ResultCache
 from propdex.llm.offline import OfflineBackend
 from propdex.llm.output_caps import derived_json_cap
 from propdex.llm.proposition_counts import table_facts
 from propdex.llm.schemas import PropositionsAnswer
+from propdex.models import Chunk, DocumentContext
+from propdex.pipeline.propositions import propositions_for_document
 from propdex.settings import Settings
 from tests.scripted_server import ScriptedServer, reply
 
@@ -76,3 +80,20 @@ def test_the_offline_backend_states_every_row_of_a_table_part_longer_than_max_pr
 def test_the_table_bound_enters_the_fingerprint():
     versions = {"propositions": "v"}
     assert Settings().fingerprint(versions) != Settings(max_table_propositions=80).fingerprint(versions)
+
+
+def extract_once(backend, cache: ResultCache, chunk: Chunk) -> None:
+    with ThreadPoolExecutor(1) as pool:
+        propositions_for_document([chunk], DocumentContext(title="T", summary="S."), backend, cache,
+                                  backend.settings, pool)
+
+
+def test_a_prose_chunk_keeps_its_cached_propositions_when_the_table_bound_changes(
+        backend, scripted_server, tmp_path):
+    text = "The tower is 330 metres tall. It was built between 1887 and 1889."
+    chunk = Chunk(chunk_id="c", doc_id="d", ordinal=0, text=text, char_start=0, char_end=len(text),
+                  page_start=1, page_end=1)
+    cache = ResultCache(tmp_path / "cache")
+    extract_once(backend(), cache, chunk)
+    extract_once(backend(max_table_propositions=80), cache, chunk)
+    assert 1 == scripted_server.calls("propositions")

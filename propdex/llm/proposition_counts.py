@@ -7,7 +7,8 @@ table part states as many facts as it has filled cells beside its row labels: a 
 the parsing of its answer would all drop the rows past the 25th, from every model. So a
 chunk holding a table may give one proposition per such cell, up to
 ``max_table_propositions``: that bound keeps the output cap (the longest valid answer,
-see ``propdex.llm.output_caps``) within the output limits hosted models accept.
+see ``propdex.llm.output_caps``) within the output limits hosted models accept (60 items of
+600 characters: 12,425 tokens, under the 16,384 of OpenAI's GPT-4o models).
 """
 
 from __future__ import annotations

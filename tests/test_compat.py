@@ -40,4 +40,4 @@ def test_every_step_succeeds_against_a_compliant_server():
 def test_the_table_shows_the_cap_and_finish_reason_of_each_request():
     with ScriptedServer() as server:
         rows = compat_rows(server)
-    assert ("max_tokens=137", "stop", "yes") == tuple(rows["title"][2:5])
+    assert ("max_tokens=142", "stop", "yes") == tuple(rows["title"][2:5])

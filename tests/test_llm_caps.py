@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from propdex.errors import LLMAnswerCutOffError
-from propdex.llm.openai_backend import OpenAIBackend
 from propdex.llm.output_caps import (
     CHARS_PER_TOKEN_FLOOR,
+    ELEMENT_TOKENS,
     SLACK_TOKENS,
     UnboundedAnswerError,
     copy_cap,
@@ -16,25 +18,17 @@ from propdex.llm.output_caps import (
     output_cap,
 )
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
+from propdex.models import Scores
 from propdex.settings import Settings
-from tests.scripted_fixtures import scripted_settings
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import ScriptedServer, reply, truncated
 
 CHUNK = "The tower is 330 metres tall. It was built between 1887 and 1889. It is repainted every seven years."
 SENTENCES = ["The tower is 330 metres tall.", "It was built between 1887 and 1889."]
 
 
 @pytest.fixture
-def backend(scripted_server: ScriptedServer):
-    made: list[OpenAIBackend] = []
-
-    def make(**overrides) -> OpenAIBackend:
-        made.append(OpenAIBackend(scripted_settings(scripted_server, **overrides)))
-        return made[-1]
-
-    yield make
-    for b in made:
-        b.close()
+def backend(make_openai_backend):
+    return make_openai_backend
 
 
 def sent_caps(server: ScriptedServer, step: str) -> list[int | None]:
@@ -59,8 +53,9 @@ def test_an_unbounded_list_has_no_longest_json():
 def test_the_propositions_cap_grows_with_max_propositions_times_max_chars():
     small = derived_json_cap(PropositionsAnswer, {"max_propositions": 5, "max_chars": 100})
     large = derived_json_cap(PropositionsAnswer, {"max_propositions": 10, "max_chars": 100})
-    # Five more items of 100 characters (+ quotes and separator) in tokens of 3 characters.
-    assert 5 * (100 + 2 + 2) / CHARS_PER_TOKEN_FLOOR == pytest.approx(large - small, abs=1)
+    # Five more items of 100 characters (+ quotes and separator) in tokens of 3 characters,
+    # each with room for its line break, indentation and split punctuation.
+    assert 5 * ((100 + 2 + 2) / CHARS_PER_TOKEN_FLOOR + ELEMENT_TOKENS) == pytest.approx(large - small, abs=1)
 
 
 def test_the_grading_cap_counts_the_propositions_sent():
@@ -141,3 +136,21 @@ def test_the_cap_goes_in_max_completion_tokens_when_configured(backend, scripted
     backend(llm_max_tokens_field="max_completion_tokens").title(CHUNK, truncated=False, hint=None)
     body = scripted_server.requests[0].body
     assert (derived_json_cap(TitleAnswer, None), False) == (body["max_completion_tokens"], "max_tokens" in body)
+
+
+def test_a_pretty_printed_grading_of_25_propositions_fits_its_cap(backend, scripted_server):
+    propositions = [f"The tower was repainted in {1900 + 7 * n}." for n in range(25)]
+    keys = ("accuracy", "clarity", "completeness", "conciseness")
+    pretty = json.dumps({"grades": [{"index": i, **dict.fromkeys(keys, 10)} for i in range(25)]}, indent=2)
+    scripted_server.script(reply(pretty), step="grading")
+    grades = backend().grade(CHUNK, propositions, title="Tower", section=None).value
+    assert [Scores(10, 10, 10, 10)] * 25 == grades
+
+
+def test_an_answer_stopped_short_of_its_cap_is_reported_as_cut_off_by_the_server(backend, scripted_server):
+    scripted_server.script(truncated(), truncated(), step="summary")
+    with pytest.raises(LLMAnswerCutOffError) as caught:
+        backend().summary(CHUNK, title="Tower", truncated=False)
+    cap = derived_json_cap(SummaryAnswer, None)
+    assert (f"short of its output cap (max_tokens={cap}, finish_reason=length): is the context "
+            "window full?") in str(caught.value)

@@ -4,7 +4,7 @@ These check propdex's plumbing with a real server, not the model's quality (a 27
 model answers poorly): the structured-output form negotiated, answers parsed and bounded by
 the output caps, a cut-off summary degrading to the offline one in a real ingest, and the
 checks keeping the model's junk out of the index (no title without letters, no searchable
-proposition the checks reject). They
+proposition the checks reject, a table PDF's propositions boxed inside their page). They
 need the ``llamacpp`` extra (``pip install -e '.[llamacpp]'``, a 16-minute build) and skip
 with the reason otherwise; the server answers one request at a time at 5-25 tokens/s, so
 every call here is kept small.
@@ -116,21 +116,27 @@ def test_every_answer_stays_within_its_output_cap(backend):
     assert [] == [r for r in backend.records if r.cap is None or r.completion_tokens > r.cap]
 
 
-def ingest_text(url: str, folder: Path, patch: pytest.MonkeyPatch, **environment: str) -> Path:
-    """TEXT ingested through the real server into a database under ``folder``; its path."""
+def ingest_source(url: str, source: Path, patch: pytest.MonkeyPatch, **environment: str) -> Path:
+    """``source`` ingested through the real server into a database beside it; its path."""
     from flows.ingest import ingest
 
     for name, value in {
         "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": url, "PROPDEX_LLM_MODEL": MODEL,
         "PROPDEX_LLM_TIMEOUT": "600", "PROPDEX_LLM_MAX_ATTEMPTS": "2", "PROPDEX_LLM_CONCURRENCY": "1",
-        "PROPDEX_MAX_PROPOSITIONS": "3", "PROPDEX_MAX_PROPOSITION_CHARS": "120", **environment,
+        "PROPDEX_MAX_PROPOSITIONS": "3", "PROPDEX_MAX_TABLE_PROPOSITIONS": "3",
+        "PROPDEX_MAX_PROPOSITION_CHARS": "120", **environment,
     }.items():
         patch.setenv(name, value)
-    source = folder / "eiffel.txt"
-    source.write_text(TEXT + "\n", encoding="utf-8")
-    db = folder / "db"
+    db = source.parent / "db"
     ingest(sources=[str(source)], db=str(db))
     return db
+
+
+def ingest_text(url: str, folder: Path, patch: pytest.MonkeyPatch, **environment: str) -> Path:
+    """TEXT ingested through the real server into a database under ``folder``; its path."""
+    source = folder / "eiffel.txt"
+    source.write_text(TEXT + "\n", encoding="utf-8")
+    return ingest_source(url, source, patch, **environment)
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +152,9 @@ def test_no_title_or_summary_without_letters(gemma_index):
                             any(c.isalpha() for c in document["summary"]))
 
 
-def test_no_searchable_proposition_fails_the_checks(gemma_index):
-    connection = lancedb.connect(str(gemma_index))
+def searchable_failing_the_checks(db: Path) -> list[tuple[str, str]]:
+    """(text, reason) of every passed proposition in ``db`` that the checks reject."""
+    connection = lancedb.connect(str(db))
     chunks = {c["chunk_id"]: c for c in connection.open_table("chunks").to_arrow().to_pylist()}
     title = connection.open_table("documents").to_arrow().to_pylist()[0]["title"]
     searchable = [p for p in connection.open_table("propositions").to_arrow().to_pylist() if p["passed"]]
@@ -156,7 +163,33 @@ def test_no_searchable_proposition_fails_the_checks(gemma_index):
                                          (chunks[p["chunk_id"]]["header"], title))[0])
         for p in searchable
     ]
-    assert [] == [(text, why) for text, why in problems if why is not None]
+    return [(text, why) for text, why in problems if why is not None]
+
+
+def test_no_searchable_proposition_fails_the_checks(gemma_index):
+    assert [] == searchable_failing_the_checks(gemma_index)
+
+
+def test_a_table_pdf_is_indexed_with_checked_propositions_boxed_inside_their_page(
+        llama_server, tmp_path, monkeypatch):
+    import pymupdf
+
+    from tests.pdf_factory import make_table_pdf
+
+    pdf = make_table_pdf(tmp_path / "minerals.pdf")
+    db = ingest_source(llama_server, pdf, monkeypatch)
+    with pymupdf.open(pdf) as doc:
+        page = doc[0].rect
+    connection = lancedb.connect(str(db))
+    document = connection.open_table("documents").to_arrow().to_pylist()[0]
+    tables = {c["chunk_id"] for c in connection.open_table("chunks").to_arrow().to_pylist()
+              if "\n|---" in c["text"]}
+    boxes = [p["boxes"] for p in connection.open_table("propositions").to_arrow().to_pylist()
+             if p["chunk_id"] in tables]
+    assert ("indexed", [], True, True) == (
+        document["status"], searchable_failing_the_checks(db), bool(boxes),
+        all(b and all(box["page"] == 1 and pymupdf.Rect(box["x0"], box["y0"], box["x1"], box["y1"]) in page
+                      for box in b) for b in boxes))
 
 
 def test_a_cut_off_summary_degrades_to_the_offline_one_in_an_ingest(llama_server, tmp_path, monkeypatch):

@@ -334,6 +334,19 @@ def usage_of(completion: Any) -> Usage:
     )
 
 
+def cut_off_where(sent: Sent) -> str:
+    """Where an answer stopped with finish_reason=length: its output cap, or short of it the
+    server's own limit (llama.cpp ends an answer where its context window is full, however
+    large the cap: a prompt of 3,000 tokens leaves a 4,096-token window 1,096)."""
+    if sent.cap is None:
+        return "the server's token limit (finish_reason=length)"
+    spent = usage_of(sent.completion).completion_tokens
+    if 0 < spent < sent.cap:
+        return (f"the server's limit after {spent} tokens, short of its output cap "
+                f"({sent.cap_field}={sent.cap}, finish_reason=length): is the context window full?")
+    return f"its output cap ({sent.cap_field}={sent.cap}, finish_reason=length)"
+
+
 def repair_request(reason: str, *, cut_off: bool) -> str:
     shorter = " Keep it shorter: the answer must fit in its output cap." if cut_off else ""
     return (
@@ -541,9 +554,7 @@ class LLMClient:
                 content[:REPAIR_ECHO_CHARS],
             )
         if choice.finish_reason == "length":
-            where = (f"its output cap ({sent.cap_field}={sent.cap}, finish_reason=length)"
-                     if sent.cap is not None else "the server's token limit (finish_reason=length)")
-            raise InvalidAnswer(f"answer cut off at {where}", content, cut_off=True)
+            raise InvalidAnswer(f"answer cut off at {cut_off_where(sent)}", content, cut_off=True)
         if not content.strip():
             refusal = getattr(choice.message, "refusal", None)
             reason = f"the model refused: {refusal[:200]}" if refusal else "empty answer"

@@ -24,7 +24,8 @@ propositions (offline-propositions-v4)
     coordinated independent clauses split at ", and"/", but"/", while"/", whereas"/";"
     when both sides have >= 4 words and a verb; a leading pronoun replaced by the latest
     fitting subject in the chunk or the title ("We" -> "The authors"); citations removed;
-    min/max counts and the character limit from Settings. A Markdown block quote (the
+    min/max counts (a chunk holding a table may give one per table cell, see
+    ``propdex.llm.proposition_counts``) and the character limit from Settings. A Markdown block quote (the
     layout reader's footnotes) loses its "> " and the footnote's mark. Each row of a Markdown table
     becomes statements naming the table (caption's "Table N" and subject), the row (first
     cell) and the columns (header cells): "In Table 2 (...), for Transformer (big), BLEU
@@ -39,11 +40,14 @@ grading (offline-grading-v4)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from propdex.llm.base import LLMBackend, LLMResult
 from propdex.llm.offline_rules.grading import grade_propositions
 from propdex.llm.offline_rules.propositions import PropositionLimits, make_propositions
 from propdex.llm.offline_rules.summaries import make_summary
 from propdex.llm.offline_rules.titles import make_title
+from propdex.llm.proposition_counts import most_propositions
 from propdex.models import Scores
 from propdex.settings import Settings
 
@@ -61,6 +65,7 @@ class OfflineBackend(LLMBackend):
     name = "offline"
 
     def __init__(self, settings: Settings):
+        self.settings = settings
         self.limits = PropositionLimits(
             min_count=settings.min_propositions,
             max_count=settings.max_propositions,
@@ -79,7 +84,8 @@ class OfflineBackend(LLMBackend):
     def propositions(
         self, chunk_text: str, *, title: str, section: str | None
     ) -> LLMResult[list[str]]:
-        return LLMResult(make_propositions(chunk_text, title, self.limits))
+        limits = replace(self.limits, max_count=most_propositions(chunk_text, self.settings))
+        return LLMResult(make_propositions(chunk_text, title, limits))
 
     def grade(
         self, chunk_text: str, propositions: list[str], *, title: str, section: str | None

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from propdex.llm.base import LLMBackend, LLMResult
 from propdex.llm.client import LLMClient
 from propdex.llm.prompts import PROMPT_STEPS, Prompt, load_prompt
+from propdex.llm.proposition_counts import most_propositions
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
 from propdex.models import Scores, Usage
 from propdex.settings import LLMStep, Settings
@@ -90,16 +91,17 @@ class OpenAIBackend(LLMBackend):
     ) -> LLMResult[list[str]]:
         if not chunk_text.strip():
             return LLMResult([], Usage())
+        most = most_propositions(chunk_text, self.settings)
         messages = self._messages(
             "propositions",
             min_propositions=self.settings.min_propositions,
-            max_propositions=self.settings.max_propositions,
+            max_propositions=most,
             title=title or NO_VALUE,
             section=section or NO_VALUE,
             content=chunk_text,
         )
         answer, usage = self._ask("propositions", "propositions", messages, PropositionsAnswer, {
-            "max_propositions": self.settings.max_propositions,
+            "max_propositions": most,
             "max_chars": self.settings.max_proposition_chars,
         })
         return LLMResult(answer.propositions, usage)

@@ -4,8 +4,9 @@ Without a cap a server generates until its own limit: a local llama.cpp server u
 context is full (minutes per request at a few tokens per second), a paid API up to the
 model's output limit, billed. The cap is derived from what the step can legitimately
 return: the longest JSON its bounded answer schema allows (propositions: max_propositions
-items of max_proposition_chars; grading: one grade per proposition sent; title and summary:
-their length limits), in tokens. ``llm_max_tokens`` overrides it per step (0 = no cap);
+items of max_proposition_chars, more for a table; grading: one grade per proposition sent;
+title and summary: their length limits), in tokens, with room for every property and item
+to be pretty-printed. ``llm_max_tokens`` overrides it per step (0 = no cap);
 ``llm_output_caps`` off sends none. An answer that reaches the cap comes back with
 finish_reason=length and is reported as cut off.
 """
@@ -26,6 +27,12 @@ from propdex.settings import Settings
 CHARS_PER_TOKEN_FLOOR = 3
 # Whitespace and the line breaks a model may put around and inside its JSON.
 SLACK_TOKENS = 32
+# Tokens a property or list item of an answer may take beyond its characters at the floor
+# above: the line break and indentation before it and the space after its colon when the
+# model pretty-prints (many local models do), and tokenisers splitting quotes, colons,
+# commas and each digit. Structure-heavy answers need them: 25 grades pretty-printed take
+# 1,352 Gemma tokens where their compact characters at 3 a token make 763.
+ELEMENT_TOKENS = 5
 # An integer without a stated maximum (a line number) is assumed to have at most this many digits.
 INTEGER_DIGITS = 6
 
@@ -67,9 +74,23 @@ def longest_json(schema: dict[str, Any]) -> int:
     raise UnboundedAnswerError(f"an unsupported schema node {schema!r}")
 
 
+def most_elements(schema: dict[str, Any]) -> int:
+    """The most properties and list items, at every depth, of a JSON value valid under
+    ``schema`` (bounded as for ``longest_json``)."""
+    kind = schema.get("type")
+    if kind == "object":
+        return sum(1 + most_elements(value) for value in schema.get("properties", {}).values())
+    if kind == "array":
+        return schema.get("maxItems", 0) * (1 + most_elements(schema.get("items", {})))
+    if "anyOf" in schema:
+        return max(most_elements(option) for option in schema["anyOf"])
+    return 0
+
+
 @cache
 def _derived_json_cap(schema_model: type[BaseModel], context: tuple[tuple[str, Any], ...]) -> int:
-    return tokens_for_chars(longest_json(strict_json_schema(schema_model, dict(context), bounds=True)))
+    schema = strict_json_schema(schema_model, dict(context), bounds=True)
+    return tokens_for_chars(longest_json(schema)) + ELEMENT_TOKENS * most_elements(schema)
 
 
 def derived_json_cap(schema_model: type[BaseModel], context: dict[str, Any] | None) -> int:

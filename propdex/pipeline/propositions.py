@@ -14,6 +14,7 @@ from propdex.cache import ResultCache, cache_key
 from propdex.deadlines import current_deadline, submit_with_deadline
 from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
 from propdex.llm.base import LLMBackend
+from propdex.llm.proposition_counts import most_propositions
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, Usage
 from propdex.pipeline.grading import grade_chunk, judged_propositions
 from propdex.settings import Settings
@@ -25,7 +26,10 @@ def _extract(
     key = cache_key(
         step="propositions", model=settings.model_for("propositions"),
         prompt=backend.prompt_versions()["propositions"], title=title, section=chunk.section,
-        limits=[settings.min_propositions, settings.max_propositions, settings.max_proposition_chars],
+        # The chunk's own bound: a prose chunk keeps its key (and its cached answer) whatever
+        # max_table_propositions is.
+        limits=[settings.min_propositions, most_propositions(chunk.prompt_text, settings),
+                settings.max_proposition_chars],
         text=chunk.prompt_text,
     )
     cached = cache.get_llm(key)

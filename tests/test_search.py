@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from propdex.search import (
+    DEFAULT_K,
     DEFAULT_LEVEL,
     DEFAULT_MODE,
     RRF_K,
@@ -319,3 +320,12 @@ def test_a_result_dict_holds_copies_of_the_propositions():
     result = a_result()
     result.to_dict()["propositions"][0]["score"] = 0.0
     assert 0.5 == result.propositions[0]["score"]
+
+
+@pytest.mark.parametrize("option, default", [("level", DEFAULT_LEVEL), ("mode", DEFAULT_MODE), ("k", DEFAULT_K)])
+def test_the_search_help_names_the_default_the_search_applies(option, default):
+    from propdex.cli import build_parser
+
+    search_parser = build_parser()._subparsers._group_actions[0].choices["search"]
+    [action] = [a for a in search_parser._actions if a.dest == option]
+    assert f"(default: {default})" in action.help

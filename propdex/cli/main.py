@@ -461,12 +461,13 @@ def build_parser() -> argparse.ArgumentParser:
     search = with_db(commands.add_parser("search", help="search the index"))
     search.add_argument("query", help="the question or keywords")
     # No defaults here: importing propdex.search for them would cost the service client
-    # LanceDB's import; left out, the search defaults apply (propdex.search.DEFAULT_*).
+    # LanceDB's import; left out, the search defaults apply (propdex.search.DEFAULT_*),
+    # which the help names (tests/test_search.py keeps the two the same).
     search.add_argument("--level", choices=["propositions", "chunks", "both"],
-                        help="what is ranked (default: propdex.search.DEFAULT_LEVEL)")
+                        help="what is ranked (default: both)")
     search.add_argument("--mode", choices=["vector", "fts", "hybrid"],
-                        help="how it is ranked (default: propdex.search.DEFAULT_MODE)")
-    search.add_argument("-k", type=int, help="results wanted (default 5)")
+                        help="how it is ranked (default: hybrid)")
+    search.add_argument("-k", type=int, help="results wanted (default: 5)")
     search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")
     search.add_argument("--where", action="append", metavar="KEY=VALUE",

@@ -1,13 +1,16 @@
 """Page boxes in lineage: chunks.boxes and propositions.boxes, returned by every search
-surface (CLI --json, Python API, HTTP); null for non-PDF sources and for older indexes."""
+surface (CLI --json, Python API, HTTP, MCP); null for non-PDF sources and for older indexes."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import os
+import sys
 from pathlib import Path
 
+import anyio
 import lancedb
 import pyarrow as pa
 import pymupdf
@@ -22,6 +25,7 @@ from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store.schema import CHUNKS, DOCUMENTS, DOCUMENTS_SCHEMA, PROPOSITIONS, schema_for
 from tests.pdf_factory import make_table_pdf
+from tests.service_harness import REPO
 from tests.store_rows import DIM, axis, make_version
 
 QUERY = "Quartz is the hardest of the four"
@@ -112,6 +116,29 @@ def test_http_search_and_chunk_return_the_boxes(ingested) -> None:
     assert (hit["boxes"], hit["boxes"]) == (
         chunk["boxes"], chunk["propositions"][0]["boxes"]
     ) and hit["boxes"]
+
+
+
+def test_mcp_search_and_get_chunk_return_the_boxes(ingested) -> None:
+    client = pytest.importorskip(
+        "mcp.client.client", reason="the optional 'mcp' extra is not installed (pip install mcp)")
+    from mcp.client.stdio import StdioServerParameters
+
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "propdex.cli", "mcp", "--db", ingested["db"]],
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    async def session() -> tuple[list[dict], dict]:
+        async with client.Client(server, read_timeout_seconds=120) as mcp:
+            found = await mcp.call_tool("search", {"query": QUERY, "level": "propositions"})
+            hit = next(r for r in found.structured_content["result"]
+                       if r["source"].endswith(".pdf"))
+            chunk = await mcp.call_tool("get_chunk", {"chunk_id": hit["chunk_id"]})
+            return hit, chunk.structured_content
+    hit, chunk = anyio.run(session)
+    [prop] = [p for p in ingested[PROPOSITIONS] if p["prop_id"] == hit["prop_id"]]
+    [stored] = [c for c in ingested[CHUNKS] if c["chunk_id"] == hit["chunk_id"]]
+    assert (prop["boxes"], stored["boxes"]) == (hit["boxes"], chunk["boxes"]) and hit["boxes"]
 
 
 # An index an older propdex wrote: no boxes columns, until its next write adds them.

@@ -27,7 +27,8 @@ from propdex.checks import CHECKS_VERSION
 # and never the offline summary. 8: layout reader: a phrase the table grid cut at a column
 # line one cell again, rotated pages and pages the engine finds no text on read in fast
 # mode, boxes cut to the page; a table continued on the next page headed by its caption.
-PIPELINE_VERSION = "8"
+# 9: a PDF with under 20 characters of text that is no scan is indexed, not skipped.
+PIPELINE_VERSION = "9"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -353,6 +353,28 @@ def test_scanned_page_is_read_with_ocr(tmp_path: Path, settings: Settings) -> No
     assert (True, "Invoice total forty two euros 7") == (doc.ocr, " ".join(doc.text.split()))
 
 
+@pytest.mark.parametrize("reader", ["fast", "layout"])
+def test_short_text_pdf_is_a_document(tmp_path: Path, reader: str) -> None:
+    # Under MIN_TEXT_CHARS, but a word on a page that is no scan: the document is that text.
+    path = make_pdf(tmp_path / "note.pdf", ["Invoice 42 paid."])
+    doc = extract_document(path, Settings(pdf_reader=reader))
+    assert (False, "Invoice 42 paid.") == (doc.ocr, doc.text.strip())
+
+
+def test_scan_with_a_stamped_word_is_no_text(tmp_path: Path, settings: Settings) -> None:
+    # A blank scanned page (an image over the whole page) stamped "Scan 1": the word is the
+    # scanner's, not the document's.
+    with pymupdf.open() as scan:
+        page = scan.new_page()
+        paper = pymupdf.Pixmap(pymupdf.csGRAY, pymupdf.IRect(0, 0, 60, 80), 0)
+        paper.clear_with(255)
+        page.insert_image(page.rect, pixmap=paper)
+        page.insert_text((72, 72), "Scan 1")
+        scan.save(tmp_path / "scan.pdf")
+    expected = "no text layer (OCR found no text)" if tesseract_available() else "no text layer"
+    assert expected == extraction_reason(tmp_path / "scan.pdf", settings, NoTextLayerError)
+
+
 def test_too_many_pages(three_page_pdf: Path) -> None:
     reason = extraction_reason(three_page_pdf, Settings(max_pages=2), DocumentTooLargeError)
     assert "too large: 3 pages > max_pages 2" == reason

@@ -45,9 +45,13 @@ PAGE_SEPARATOR = "\n\n"
 # "20192020"; normalise.dehyphenate only drops the hyphen before a lower-case continuation.
 TEXT_FLAGS = pymupdf.TEXT_MEDIABOX_CLIP | pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
 
-# Below this many non-whitespace characters in the whole document there is no usable text
-# layer (page numbers or a stray header on a scan).
+# Below this many non-whitespace characters in the whole document the text may be no more
+# than a scan's stamped page numbers or header; see ``_no_usable_text``.
 MIN_TEXT_CHARS = 20
+# A word of two letters or more: what page numbers and scanner marks lack.
+_LETTER_WORD = re.compile(r"[^\W\d_]{2,}")
+# A page is a scan when one image covers at least this share of it.
+SCAN_IMAGE_SHARE = 0.5
 # Below this many non-whitespace characters a page has no text layer of its own and the
 # layout reader lets the engine OCR it: a scan carries at most a stamped number or header.
 MIN_PAGE_TEXT_CHARS = 100
@@ -196,12 +200,12 @@ def _read(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     page_texts, furniture_removed = _page_texts(layouts)
 
     ocr = False
-    if sum(non_space_length(t) for t in page_texts) < MIN_TEXT_CHARS:
+    if _no_usable_text(doc, page_texts):
         if not tesseract_available():
             raise NoTextLayerError(source, "no text layer")
         page_texts, furniture_removed = _page_texts(_ocr_pages(doc, path, source))
         ocr = True
-        if sum(non_space_length(t) for t in page_texts) < MIN_TEXT_CHARS:
+        if _no_usable_text(doc, page_texts):
             raise NoTextLayerError(source, "no text layer (OCR found no text)")
 
     text, pages = join_pages(page_texts)
@@ -233,7 +237,7 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
         # Each block is one line: its line index is 0.
         engine.drop_furniture(page, {owners[block] for block, _ in removed})
     layout = engine.assemble(pages)
-    if sum(non_space_length(t) for t in layout.texts) < MIN_TEXT_CHARS:
+    if _no_usable_text(doc, layout.texts):
         raise NoTextLayerError(source, "no text layer (OCR found no text)" if ocr else "no text layer")
     text, spans = join_pages(layout.texts)
     regions, headings = engine.place(layout, [span.start for span in spans])
@@ -318,6 +322,24 @@ def join_pages(page_texts: list[str]) -> tuple[str, list[PageSpan]]:
         pages.append(PageSpan(page=number, start=offset, end=offset + len(text)))
         offset += len(text) + len(PAGE_SEPARATOR)
     return PAGE_SEPARATOR.join(page_texts), pages
+
+
+def _no_usable_text(doc: pymupdf.Document, page_texts: list[str]) -> bool:
+    """Whether the text read is too little to index: under ``MIN_TEXT_CHARS`` and either no
+    word in it (page numbers) or from a document with scanned pages (their stamped numbers
+    or header). A short born-digital text ("Invoice 42 paid.") is a document."""
+    if sum(non_space_length(t) for t in page_texts) >= MIN_TEXT_CHARS:
+        return False
+    return not any(_LETTER_WORD.search(t) for t in page_texts) or _has_scanned_page(doc)
+
+
+def _has_scanned_page(doc: pymupdf.Document) -> bool:
+    for page in doc:
+        area = abs(page.rect)
+        if any(abs(pymupdf.Rect(image["bbox"]) & page.rect) >= SCAN_IMAGE_SHARE * area
+               for image in page.get_image_info()):
+            return True
+    return False
 
 
 @functools.cache

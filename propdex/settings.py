@@ -27,7 +27,9 @@ from propdex.checks import CHECKS_VERSION
 # and never the offline summary. 8: layout reader: a phrase the table grid cut at a column
 # line one cell again, rotated pages and pages the engine finds no text on read in fast
 # mode, boxes cut to the page; a table continued on the next page headed by its caption.
-PIPELINE_VERSION = "8"
+# 9: layout reader: a phrase the table grid cut read from the rectangle of the whole phrase,
+# so that no piece of it is repeated or lost where a superscript lies across the cut.
+PIPELINE_VERSION = "9"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

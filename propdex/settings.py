@@ -27,7 +27,9 @@ from propdex.checks import CHECKS_VERSION
 # and never the offline summary. 8: layout reader: a phrase the table grid cut at a column
 # line one cell again, rotated pages and pages the engine finds no text on read in fast
 # mode, boxes cut to the page; a table continued on the next page headed by its caption.
-# 9: a PDF with under 20 characters of text that is no scan is indexed, not skipped.
+# 9: a PDF with under 20 characters of text that is no scan is indexed, not skipped; layout
+# reader: a phrase the table grid cut read from the rectangle of the whole phrase, so that no
+# piece of it is repeated or lost where a superscript lies across the cut.
 PIPELINE_VERSION = "9"
 
 LLMStep = Literal["context", "propositions", "grading"]

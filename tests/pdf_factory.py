@@ -7,6 +7,7 @@ string starts a new line, which is how a test places a hyphen at a line end.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -245,10 +246,16 @@ GROUPED = [
 GROUPED_COLUMNS = (MARGIN, 200, 260, 320, 380, 440)
 
 
-def make_grouped_table_pdf(path: str | Path) -> Path:
+# A piece of printed text: (text, font name, font size, points its baseline is raised).
+TextPiece = tuple[str, str, float, float]
+
+
+def make_grouped_table_pdf(path: str | Path, spanning_value: Sequence[TextPiece] = ()) -> Path:
     """One page: a heading, a "Table 2" caption and GROUPED in 9 pt, ruled only above, below
     and under its two header rows (as papers set them). A spanning cell's text is centred
-    over its columns and wider than one of them, so the engine's grid cuts it."""
+    over its columns and wider than one of them, so the engine's grid cuts it. With
+    ``spanning_value``, the last row's value is printed as those pieces instead, one after
+    the other, as a formula is set: a span per font, an exponent smaller and raised."""
     path = Path(path)
     doc = pymupdf.open()
     page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
@@ -261,15 +268,61 @@ def make_grouped_table_pdf(path: str | Path) -> Path:
         for column, cell in enumerate(row):
             if not cell:
                 continue
+            pieces = [(cell, "helv", 9, 0)]
+            if spanning_value and number == len(GROUPED) - 1 and row[column + 1:] == [None]:
+                pieces = list(spanning_value)
             x = GROUPED_COLUMNS[column] + 2
             if column + 1 < len(row) and row[column + 1] is None:
                 middle = (GROUPED_COLUMNS[column] + GROUPED_COLUMNS[column + 2]) / 2
-                x = middle - pymupdf.get_text_length(cell, fontsize=9) / 2
-            page.insert_text((x, baseline), cell, fontsize=9)
+                x = middle - sum(pymupdf.get_text_length(text, fontname=font, fontsize=size)
+                                 for text, font, size, _ in pieces) / 2
+            for text, font, size, rise in pieces:
+                page.insert_text((x, baseline - rise), text, fontname=font, fontsize=size)
+                x += pymupdf.get_text_length(text, fontname=font, fontsize=size)
     for y in (top, top + 2 * pitch, top + len(GROUPED) * pitch):
         page.draw_line((GROUPED_COLUMNS[0], y), (GROUPED_COLUMNS[-1], y))
     page.insert_text((MARGIN, top + len(GROUPED) * pitch + 30),
                      "The Transformer scores best on both tests.", fontsize=BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+# Rows of a ruled table whose row label (None below it) is centred over two rows.
+LABELLED = [
+    ["Model", "EN-DE", "EN-FR", "Cost"],
+    ["(A)", "24.6", "39.9", "2.3e19"],
+    [None, "25.1", "40.4", "9.6e18"],
+    ["Big", "28.4", "41.8", "1.1e20"],
+]
+LABELLED_COLUMNS = (MARGIN, 200, 290, 380, 470)
+
+
+def make_row_label_table_pdf(path: str | Path) -> Path:
+    """One page: a heading, a "Table 1" caption and LABELLED in 10 pt, a line around each
+    cell, the row label's cell over two rows (no line through it)."""
+    path = Path(path)
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_text((MARGIN, 80), "Results", fontsize=18)
+    page.insert_text((MARGIN, 120), "Table 1: Scores of the models", fontsize=10)
+    top, pitch = 140, 20
+    for number, row in enumerate(LABELLED):
+        for column, cell in enumerate(row):
+            if not cell:
+                continue
+            spans_two = number + 1 < len(LABELLED) and LABELLED[number + 1][column] is None
+            baseline = top + (number + 1) * pitch - 6 + (pitch / 2 if spans_two else 0)
+            page.insert_text((LABELLED_COLUMNS[column] + 5, baseline), cell, fontsize=10)
+    for number in range(len(LABELLED) + 1):
+        y = top + number * pitch
+        for column, (x0, x1) in enumerate(itertools.pairwise(LABELLED_COLUMNS)):
+            if not (0 < number < len(LABELLED) and LABELLED[number][column] is None):
+                page.draw_line((x0, y), (x1, y))
+    for x in LABELLED_COLUMNS:
+        page.draw_line((x, top), (x, top + len(LABELLED) * pitch))
+    page.insert_text((MARGIN, top + len(LABELLED) * pitch + 30), "The big model scores best.",
+                     fontsize=BODY_SIZE)
     doc.save(path)
     doc.close()
     return path

@@ -39,7 +39,7 @@ from propdex.extract.spans import (
     split_merged_spans,
     superscript_cell_text,
 )
-from propdex.extract.table_cells import join_spanning_cells
+from propdex.extract.table_cells import spanned_phrases
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -276,7 +276,14 @@ def _cells(row: list[str | None], rects, raw: dict[int, list[dict]], words: list
          else None) or text
         for n, text in enumerate(row)
     ]
-    return [_cell(text) for text in join_spanning_cells(texts, rects, words, header=header)]
+    for phrase in spanned_phrases(row, rects, words):
+        # Read from the rectangle of the whole phrase: a span of the page lies in one cell
+        # or the next by its centre, so the cells' own readings could repeat or drop a piece
+        # ("abo" | "about 2.3 · 10^19").
+        text = superscript_cell_text(_union(rects[phrase.first:phrase.last + 1]), raw)
+        for n in range(phrase.first, phrase.last + 1):
+            texts[n] = (text or phrase.text) if header or n == phrase.first else ""
+    return [_cell(text) for text in texts]
 
 
 def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tuple],
@@ -311,9 +318,14 @@ def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tupl
 
 
 def _row_rect(row_cells, table_rect):
-    boxes = [c for c in row_cells or [] if c]
+    return _union(row_cells) or table_rect
+
+
+def _union(rects) -> tuple[float, float, float, float] | None:
+    """The rectangle ``rects`` span, gaps (None) left out; None when there is none."""
+    boxes = [c for c in rects or [] if c]
     if not boxes:
-        return table_rect
+        return None
     return (
         float(min(c[0] for c in boxes)), float(min(c[1] for c in boxes)),
         float(max(c[2] for c in boxes)), float(max(c[3] for c in boxes)),

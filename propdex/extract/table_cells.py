@@ -7,11 +7,19 @@ offline propositions name columns "BL EN-DE" and "EU EN-FR". A boundary is cross
 phrase when a word straddles it, or when the words either side of it are no more than a
 word space apart. The pieces are joined back into the first cell of the span; in the header
 row the phrase names every column under it, so each of them gets it.
+
+PyMuPDF's ``pymupdf.table.resolve_spans`` resolves such spans too, from one signal: a single
+text span of the page crossing the column line by more than 2 points and 15% of the cell.
+On the corpus that misses a value set in several fonts, as formulas are ("3.3 ·" then " 10"
+and a raised "18", in attention's Table 2), and joins a contents line's title with its page
+number, which a run of tab and spaces puts in one span (mck_energy, page 2); bench/RESULTS.md
+has the rows. Words and their gaps tell both apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Rect = tuple[float, float, float, float]
 # A word as PyMuPDF's ``get_text("words")`` gives it: (x0, y0, x1, y1, text, ...).
@@ -62,11 +70,20 @@ def _joiner(texts: Sequence[str | None], rects: Sequence[Rect | None], n: int,
     return boundary_joiner(left, right, left_text, right_text, words)
 
 
-def join_spanning_cells(texts: Sequence[str | None], rects: Sequence[Rect | None],
-                        words: Sequence[Word], *, header: bool) -> list[str | None]:
-    """A row's cell texts with each phrase the grid cut rejoined: in the first cell of its
-    span and the others left empty, or, in the ``header`` row, in every cell of its span."""
-    joined = list(texts)
+@dataclass(frozen=True)
+class SpannedPhrase:
+    """Cells ``first`` to ``last`` of a row hold one printed phrase: ``text`` is their
+    pieces joined back."""
+
+    first: int
+    last: int
+    text: str
+
+
+def spanned_phrases(texts: Sequence[str | None], rects: Sequence[Rect | None],
+                    words: Sequence[Word]) -> list[SpannedPhrase]:
+    """The phrases of a row the grid cut at a column line, each over two or more cells."""
+    phrases = []
     n = 0
     while n < len(texts) - 1 and n < len(rects) - 1:
         parts = [(texts[n] or "").strip()]
@@ -76,8 +93,6 @@ def join_spanning_cells(texts: Sequence[str | None], rects: Sequence[Rect | None
             parts += [joiner, (texts[end + 1] or "").strip()]
             end += 1
         if end > n:
-            phrase = "".join(parts).strip()
-            for m in range(n, end + 1):
-                joined[m] = phrase if header or m == n else ""
+            phrases.append(SpannedPhrase(n, end, "".join(parts).strip()))
         n = end + 1
-    return joined
+    return phrases

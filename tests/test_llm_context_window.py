@@ -13,7 +13,8 @@ import lancedb
 import pytest
 
 from propdex.cache import ResultCache
-from propdex.models import Chunk, ChunkPropositions, DocumentContext
+from propdex.models import Chunk, ChunkPropositions, DocumentContext, ExtractedDocument
+from propdex.pipeline.context import document_context
 from propdex.pipeline.propositions import propositions_for_document
 from tests.scripted_fixtures import scripted_environment, scripted_settings
 from tests.scripted_server import Action, ScriptedServer, reply
@@ -139,3 +140,35 @@ def test_a_table_document_is_indexed_whole_by_a_vllm_like_server_with_a_4096_tok
         ingest(sources=[str(source)], db=str(tmp_path / "db"))
     [document] = lancedb.connect(str(tmp_path / "db")).open_table("documents").to_arrow().to_pylist()
     assert ("indexed", None, 0) == (document["status"], document["error"], document["chunk_failures"])
+
+
+def long_document() -> ExtractedDocument:
+    text = " ".join(f"Sentence {n} says that the harbour moved {n} tonnes of grain." for n in range(800))
+    return ExtractedDocument(source="/d/harbour.txt", doc_id="d", content_sha256="0", kind="text",
+                             text=text, pages=[])
+
+
+def context_of(server: ScriptedServer, tmp_path: Path, **overrides: object) -> DocumentContext:
+    from propdex.llm.openai_backend import OpenAIBackend
+
+    backend = OpenAIBackend(scripted_settings(server, **overrides))
+    try:
+        return document_context(long_document(), backend, ResultCache(tmp_path / "cache"), backend.settings)
+    finally:
+        backend.close()
+
+
+def test_a_long_documents_title_and_summary_are_written_from_the_start_that_fits_the_window(tmp_path):
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        context = context_of(server, tmp_path)
+    assert (None, True, True) == (context.fallback, context.title_truncated, context.summary_truncated)
+
+
+def test_a_known_window_shortens_the_title_and_summary_prefixes_an_unknown_one_leaves_whole(tmp_path):
+    with ScriptedServer() as server:
+        context_of(server, tmp_path)
+        sent = [len(r.body["messages"][1]["content"]) for r in server.requests]
+    with ScriptedServer(model_fields=VLLM_WINDOW) as server:
+        context_of(server, tmp_path / "windowed")
+        fitted = [len(r.body["messages"][1]["content"]) for r in server.requests]
+    assert [True, True] == [a > b for a, b in zip(sent, fitted, strict=True)]

@@ -92,6 +92,13 @@ def cap_within_window(cap: int | None, prompt_tokens: int, window: int, *, step:
     return None if cap is None else min(cap, room)
 
 
+def prefix_chars_within_window(window: int, fixed_prompt_tokens: int, cap: int | None) -> int:
+    """The most characters of document text a prompt of ``fixed_prompt_tokens`` without it
+    can carry and still leave ``cap`` (at least the least useful answer) of ``window``."""
+    answer = MIN_ANSWER_TOKENS if cap is None else cap
+    return max(0, (window - MARGIN_TOKENS - fixed_prompt_tokens - answer) * CHARS_PER_TOKEN_FLOOR)
+
+
 def overflow_error(what: str, step: str, message: str) -> LLMContextWindowError:
     return LLMContextWindowError(f"{what} refused for its length by the server: {message} "
                                  f"(use {fix_for(step)}, or set llm_context_window)")

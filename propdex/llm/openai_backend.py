@@ -10,11 +10,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from propdex.llm.base import LLMBackend, LLMResult
+from propdex.llm.base import CHARS_PER_TOKEN, LLMBackend, LLMResult
 from propdex.llm.client import LLMClient
+from propdex.llm.context_window import estimated_prompt_tokens, prefix_chars_within_window
+from propdex.llm.output_caps import derived_json_cap, output_cap
 from propdex.llm.prompts import PROMPT_STEPS, Prompt, load_prompt
 from propdex.llm.proposition_counts import most_propositions
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
+from propdex.llm.structured import JSON_SCHEMA_BOUNDED, response_format, with_format
 from propdex.models import Scores, Usage
 from propdex.settings import LLMStep, Settings
 
@@ -23,6 +26,7 @@ M = TypeVar("M", bound=BaseModel)
 WHOLE_TEXT = "This is the whole document."
 TRUNCATED_TEXT = "This is only the beginning of a longer document; the rest was cut off."
 NO_VALUE = "(none)"
+CONTEXT_ANSWERS: dict[str, type[BaseModel]] = {"title": TitleAnswer, "summary": SummaryAnswer}
 
 
 def extent_note(truncated: bool) -> str:
@@ -67,6 +71,23 @@ class OpenAIBackend(LLMBackend):
             self.settings.model_for(model_step), messages, schema_model, step=step,
             context=context, answer_format=self.prompts[step].format, check_context=check_context,
         )
+
+    def fitting_prefix_tokens(self, step: str, tokens: int, *, value_chars: int = 0) -> int:
+        window = self.client.context_window(self.settings.model_for("context"))
+        if window is None:
+            return tokens
+        schema_model = CONTEXT_ANSWERS[step]
+        filler = "x" * value_chars
+        # The prompt without the document, in its longest form: the answer's format described
+        # and its schema sent (each form sends one or the other).
+        messages = self._messages(step, extent=TRUNCATED_TEXT, hint=filler, title=filler, document="")
+        fixed = estimated_prompt_tokens(
+            with_format(messages, self.prompts[step].format),
+            response_format(JSON_SCHEMA_BOUNDED, step, schema_model, None))
+        cap = output_cap(step, self.settings, derived_json_cap(schema_model, None))
+        fitting = prefix_chars_within_window(window, fixed, cap) // CHARS_PER_TOKEN
+        # Nothing fits: the request is sent as it is and fails naming the window and the fix.
+        return min(tokens, fitting) if fitting > 0 else tokens
 
     def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
         messages = self._messages(

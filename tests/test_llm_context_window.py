@@ -67,8 +67,8 @@ def test_the_window_is_learned_from_the_max_model_len_of_v1_models(tmp_path):
 
 
 def test_llama_cpp_s_running_n_ctx_is_preferred_to_the_context_it_was_trained_with(tmp_path):
-    with ScriptedServer(context_window=2048, model_fields={"meta": {"n_ctx_train": 32768}},
-                        props={"default_generation_settings": {"n_ctx": 2048}}) as server:
+    with ScriptedServer(context_window=4096, model_fields={"meta": {"n_ctx_train": 32768}},
+                        props={"default_generation_settings": {"n_ctx": 4096}}) as server:
         scripted_rows(server)
         outcome = extract(server, tmp_path)
     assert (row_statements(30), None) == ([p.text for p in outcome.propositions], outcome.error)

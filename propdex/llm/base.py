@@ -49,8 +49,8 @@ class LLMBackend(ABC):
         """Version of every prompt (or rule set) per step: title, summary, propositions, grading.
         Recorded in lineage and part of the cache key and the pipeline fingerprint."""
 
-    def fitting_prefix_tokens(self, step: str, tokens: int, *, value_chars: int = 0) -> int:
-        """Tokens (``CHARS_PER_TOKEN`` characters each) of the document's start that the
+    def fitting_prefix_tokens(self, step: str, text: str, tokens: int, *, value_chars: int = 0) -> int:
+        """Tokens (``CHARS_PER_TOKEN`` characters each) of the start of ``text`` that the
         ``step`` (title or summary) prompt carries: ``tokens``, or fewer where the model's
         context window would not hold them; ``value_chars``: the prompt's other values (the
         metadata title, the title)."""

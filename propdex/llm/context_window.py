@@ -22,6 +22,7 @@ import logging
 import math
 import re
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -55,6 +56,8 @@ FIXES = {
 OVERFLOW_STATUSES = frozenset({400, 413, 422})
 _OVERFLOW = re.compile(r"maximum context length|context[ _](length|size|window)|max_new_tokens` must be",
                        re.IGNORECASE)
+# A word of ASCII letters, a run of whitespace, or any other single character.
+_PIECE = re.compile(r"[A-Za-z]+|\s+|.", re.DOTALL)
 # How long the one reading of a server's window may take; a server that does not answer
 # in time is taken as one that does not say.
 DISCOVERY_TIMEOUT_SECONDS = 10.0
@@ -69,13 +72,39 @@ def fix_for(step: str) -> str:
     return f"a model or server with a larger context window, or {FIXES.get(step, 'a shorter input')}"
 
 
+def _token_pieces(text: str) -> Iterator[tuple[int, int]]:
+    """(start, estimated tokens) of each piece of ``text``: a word of ASCII letters at the
+    output caps' floor of 3 characters a token but at least one (with the space before it,
+    which tokenisers join to it), a space not before a word, every digit, punctuation mark and
+    character beyond ASCII a token of its own."""
+    for match in _PIECE.finditer(text):
+        piece = match.group()
+        if piece[0].isspace():
+            end = match.end()
+            followed_by_word = end < len(text) and text[end].isascii() and text[end].isalpha()
+            yield match.start(), 0 if followed_by_word else 1
+        elif piece[0].isascii() and piece[0].isalpha():
+            yield match.start(), math.ceil(len(piece) / CHARS_PER_TOKEN_FLOOR)
+        else:
+            yield match.start(), 1
+
+
+def text_tokens(text: str) -> int:
+    """Tokens of ``text``, estimated high. Tables run far denser than prose: tokenisers split
+    numbers digit by digit (Gemma, Qwen) or in threes (Llama 3), a space before a digit or a
+    pipe is a token, so is each short word (EN, DE): attention's Table 2 is 795 characters and
+    450 Gemma tokens, where 3 characters a token would say 265. Measured with Gemma 3's
+    tokenizer, see bench/RESULTS.md (2026-11-27, context window)."""
+    return sum(tokens for _, tokens in _token_pieces(text))
+
+
 def estimated_prompt_tokens(messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> int:
     """The request's prompt in tokens, estimated high. The response format counts too: hosted
     servers put the schema into the prompt."""
-    chars = sum(len(message.get("content") or "") for message in messages)
+    text = "".join(message.get("content") or "" for message in messages)
     if response_format is not None:
-        chars += len(json.dumps(response_format, separators=(",", ":")))
-    return math.ceil(chars / CHARS_PER_TOKEN_FLOOR) + MESSAGE_TOKENS * len(messages)
+        text += json.dumps(response_format, separators=(",", ":"))
+    return text_tokens(text) + MESSAGE_TOKENS * len(messages)
 
 
 def cap_within_window(cap: int | None, prompt_tokens: int, window: int, *, step: str) -> int | None:
@@ -92,11 +121,18 @@ def cap_within_window(cap: int | None, prompt_tokens: int, window: int, *, step:
     return None if cap is None else min(cap, room)
 
 
-def prefix_chars_within_window(window: int, fixed_prompt_tokens: int, cap: int | None) -> int:
-    """The most characters of document text a prompt of ``fixed_prompt_tokens`` without it
-    can carry and still leave ``cap`` (at least the least useful answer) of ``window``."""
+def prefix_chars_within_window(text: str, window: int, fixed_prompt_tokens: int, cap: int | None) -> int:
+    """How many characters of ``text``'s start (estimated as ``text_tokens`` does) a prompt
+    of ``fixed_prompt_tokens`` without it can carry and still leave ``cap`` of ``window``
+    (the least useful answer when no cap is sent)."""
     answer = MIN_ANSWER_TOKENS if cap is None else cap
-    return max(0, (window - MARGIN_TOKENS - fixed_prompt_tokens - answer) * CHARS_PER_TOKEN_FLOOR)
+    budget = window - MARGIN_TOKENS - fixed_prompt_tokens - answer
+    spent = 0
+    for start, tokens in _token_pieces(text):
+        spent += tokens
+        if spent > budget:
+            return start
+    return len(text)
 
 
 def overflow_error(what: str, step: str, message: str) -> LLMContextWindowError:

@@ -72,12 +72,12 @@ class OpenAIBackend(LLMBackend):
             context=context, answer_format=self.prompts[step].format, check_context=check_context,
         )
 
-    def fitting_prefix_tokens(self, step: str, tokens: int, *, value_chars: int = 0) -> int:
+    def fitting_prefix_tokens(self, step: str, text: str, tokens: int, *, value_chars: int = 0) -> int:
         window = self.client.context_window(self.settings.model_for("context"))
         if window is None:
             return tokens
         schema_model = CONTEXT_ANSWERS[step]
-        filler = "x" * value_chars
+        filler = "0" * value_chars  # counted a token a character: the most they can take
         # The prompt without the document, in its longest form: the answer's format described
         # and its schema sent (each form sends one or the other).
         messages = self._messages(step, extent=TRUNCATED_TEXT, hint=filler, title=filler, document="")
@@ -85,9 +85,12 @@ class OpenAIBackend(LLMBackend):
             with_format(messages, self.prompts[step].format),
             response_format(JSON_SCHEMA_BOUNDED, step, schema_model, None))
         cap = output_cap(step, self.settings, derived_json_cap(schema_model, None))
-        fitting = prefix_chars_within_window(window, fixed, cap) // CHARS_PER_TOKEN
-        # Nothing fits: the request is sent as it is and fails naming the window and the fix.
-        return min(tokens, fitting) if fitting > 0 else tokens
+        head = text[: tokens * CHARS_PER_TOKEN]
+        fitting = prefix_chars_within_window(head, window, fixed, cap)
+        if fitting == len(head) or fitting < CHARS_PER_TOKEN:
+            # All of it fits; or nothing does, and the request fails naming the window and the fix.
+            return tokens
+        return fitting // CHARS_PER_TOKEN
 
     def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
         messages = self._messages(

@@ -69,7 +69,7 @@ def document_context(
     # The checks' version is in the keys: an answer cached before a check changed is asked again.
     # Where the model's context window is known and smaller, less of the text is sent (and
     # recorded as cut), so the prompt fits: else the request fails and the offline title stands in.
-    title_tokens = backend.fitting_prefix_tokens("title", settings.title_prefix_tokens,
+    title_tokens = backend.fitting_prefix_tokens("title", doc.text, settings.title_prefix_tokens,
                                                  value_chars=len(doc.title_hint or ""))
     title_text, title_cut = bounded_prefix(doc.text, title_tokens)
     key = cache_key(
@@ -82,7 +82,7 @@ def document_context(
         lambda: offline.title(title_text, truncated=title_cut, hint=doc.title_hint), doc.source,
     )
 
-    summary_tokens = backend.fitting_prefix_tokens("summary", settings.summary_prefix_tokens,
+    summary_tokens = backend.fitting_prefix_tokens("summary", doc.text, settings.summary_prefix_tokens,
                                                    value_chars=len(title.text))
     summary_text, summary_cut = bounded_prefix(doc.text, summary_tokens)
     key = cache_key(

@@ -11,7 +11,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from propdex.llm.base import CHARS_PER_TOKEN, LLMBackend, LLMResult
-from propdex.llm.client import LLMClient
+from propdex.llm.client import LLMClient, repair_request
 from propdex.llm.context_window import estimated_prompt_tokens, prefix_chars_within_window
 from propdex.llm.output_caps import derived_json_cap, output_cap
 from propdex.llm.prompts import PROMPT_STEPS, Prompt, load_prompt
@@ -26,6 +26,8 @@ M = TypeVar("M", bound=BaseModel)
 WHOLE_TEXT = "This is the whole document."
 TRUNCATED_TEXT = "This is only the beginning of a longer document; the rest was cut off."
 NO_VALUE = "(none)"
+# The longest reason a repair request gives, about (three validation errors).
+REPAIR_REASON_CHARS = 300
 CONTEXT_ANSWERS: dict[str, type[BaseModel]] = {"title": TitleAnswer, "summary": SummaryAnswer}
 
 
@@ -85,6 +87,11 @@ class OpenAIBackend(LLMBackend):
             with_format(messages, self.prompts[step].format),
             response_format(JSON_SCHEMA_BOUNDED, step, schema_model, None))
         cap = output_cap(step, self.settings, derived_json_cap(schema_model, None))
+        # Room for the repair round too: it sends the prompt again with the invalid answer (at
+        # most the cap) and the request to repair it, and small models often need it.
+        repair = [{"role": "assistant", "content": ""},
+                  {"role": "user", "content": repair_request("r" * REPAIR_REASON_CHARS, cut_off=True)}]
+        fixed += estimated_prompt_tokens(repair, None) + (cap or 0)
         head = text[: tokens * CHARS_PER_TOKEN]
         fitting = prefix_chars_within_window(head, window, fixed, cap)
         if fitting == len(head) or fitting < CHARS_PER_TOKEN:

@@ -2,17 +2,18 @@
 
 A server holds prompt and answer in one window. llama.cpp shortens a cap that does not fit
 without a word, but vLLM (and TGI, and llama.cpp itself once the prompt alone is too long)
-refuses the request with HTTP 400: a table chunk's propositions cap (up to
-``max_table_propositions`` items) plus its prompt exceeds a 4,096-token window. So when the
-window is known (``llm_context_window``, else what the server says of itself, read once per
-process and server) every cap is cut to the window less the prompt, estimated high: at the
-chars-per-token floor of the output caps, plus each message's chat-template tokens. A
+refuses the request with HTTP 400: a propositions cap (5,203 tokens; up to 12,425 for a
+table chunk) plus its prompt exceeds a 4,096-token window. So when the window is known
+(``llm_context_window``, else what the server says of itself, read once per process and
+server) every cap is cut to the window less the prompt, estimated high (``text_tokens``, plus
+each message's chat-template tokens), and the title and summary prefixes to what fits. A
 prompt leaving less than a useful answer fails its request before it is sent, with a
 ``LLMContextWindowError`` naming the sizes and the fix; so does a server's own
 context-length refusal (never retried: the same request fails the same way).
 
 Not part of any cache key: the cap bounds how long an answer may be, not what it says, so
-an answer cached under another window (or none) is reused.
+an answer cached under another window (or none) is reused. Only a title or summary prefix
+the window shortens is new text, with its own key; with the window unknown nothing changes.
 """
 
 from __future__ import annotations

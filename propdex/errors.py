@@ -81,6 +81,12 @@ class LLMAnswerCutOffError(LLMOutputError):
     reported apart from other invalid answers, since a larger cap (or none) may be the fix."""
 
 
+class LLMContextWindowError(LLMOutputError):
+    """A request does not fit the model's context window: its prompt leaves too little room
+    for an answer (found before sending), or the server refused it for its length. Fails
+    the one unit (chunk, title, summary) like an invalid answer: a shorter input is the fix."""
+
+
 class LLMCheckError(LLMOutputError):
     """The answer was well-formed but the deterministic checks rejected it, also after the
     repair (a placeholder title, an off-topic summary); ``reason`` is the check's reason."""

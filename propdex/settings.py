@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         "api.openai.com, else max_tokens, switched once if the server refuses it.",
     )
 
+    llm_context_window: int | None = Field(
+        None, ge=0, description="Tokens of the model's context window (prompt + answer); every "
+        "output cap is bounded by what the prompt leaves of it. Empty = read from the server "
+        "when it says (vLLM max_model_len, llama.cpp n_ctx); 0 = unknown, never read.",
+    )
+
     # Context (title and summary)
     title_prefix_tokens: int = Field(
         4000, ge=100, description="Tokens (about 3 characters each) of the text's start the title is written from."

@@ -18,12 +18,17 @@ Like real servers, it stops an answer at the request's ``max_tokens`` (or
 told to refuse request forms: ``refused_formats=("json_schema",)`` answers that
 response_format type with HTTP 500 as llama-cpp-python's server does, ``refused_fields=
 ("max_tokens",)`` answers a request carrying that field with HTTP 400 as OpenAI's newer
-models do.
+models do. ``context_window=4096`` makes it a server that validates prompt + cap against its
+window as vLLM does (HTTP 400 "This model's maximum context length is 4096 tokens..."), and
+``model_fields`` adds fields to its /v1/models entries (vLLM's ``{"max_model_len": 4096}``,
+llama.cpp's ``{"meta": {"n_ctx_train": 8192}}``); ``props`` is served at GET /props as
+llama.cpp's server does.
 
 ``script(...)`` queues actions that the next requests consume, to shape an answer or inject a
 fault: latency, 429 with Retry-After, 5xx, a hang past the client timeout, malformed,
-truncated or empty content, a non-JSON body, 401, 404 model not found. Every request is recorded (path, JSON
-body, headers, step, arrival time) and the highest number in flight is tracked.
+truncated or empty content, a non-JSON body, 401, 404 model not found. Every POST is recorded
+in ``requests`` (path, JSON body, headers, step, arrival time), every GET (what a client reads
+of the server: /v1/models, /props) in ``reads``, and the highest number in flight is tracked.
 
     with ScriptedServer() as server:
         server.script(rate_limited(retry_after=1), step="grading")
@@ -54,6 +59,7 @@ CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
 COMPLETIONS_PATH = "/v1/completions"  # legacy text completions: echo + prompt logprobs
 MODELS_PATH = "/v1/models"
+PROPS_PATH = "/props"  # llama.cpp's server settings, at its root
 DEFAULT_MODEL = "scripted-model"
 DEFAULT_GRADE = 8
 
@@ -323,10 +329,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         scripted = self.server.scripted
-        scripted._record("GET", self.path, None, self._headers(), None)
+        scripted._record("GET", self.path, None, self._headers(), None, into=scripted._reads)
         if self.path.rstrip("/") == MODELS_PATH:
-            models = [{"id": m, "object": "model", "owned_by": "scripted"} for m in scripted.models]
+            models = [{"id": m, "object": "model", "owned_by": "scripted", **scripted.model_fields}
+                      for m in scripted.models]
             self._send_json(200, {"object": "list", "data": models})
+        elif self.path.rstrip("/") == PROPS_PATH and scripted.props is not None:
+            self._send_json(200, scripted.props)
         else:
             self._send_error(404, f"no route {self.path}", "not_found")
 
@@ -352,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 404
             self._send_error(404, f"no route {path}", "not_found")
             return
-        refusal = scripted._refusal(body) if path == CHAT_PATH else None
+        refusal = (scripted._refusal(body) or scripted._overflow(body)) if path == CHAT_PATH else None
         if refusal is not None:
             record.status, message = refusal
             self._send_error(record.status, message, "invalid_request_error")
@@ -418,6 +427,9 @@ class ScriptedServer:
         prompt_scorer: PromptScorer | None = None,
         refused_formats: tuple[str, ...] = (),
         refused_fields: tuple[str, ...] = (),
+        context_window: int | None = None,
+        model_fields: dict[str, Any] | None = None,
+        props: dict[str, Any] | None = None,
         port: int = 0,  # 0 = a free port; a given one lets a test put a new server at an old URL
     ):
         self.latency_ms = latency_ms  # added to every POST
@@ -427,10 +439,14 @@ class ScriptedServer:
         self.prompt_scorer = prompt_scorer
         self.refused_formats = refused_formats  # response_format types answered with HTTP 500
         self.refused_fields = refused_fields  # request fields answered with HTTP 400
+        self.context_window = context_window  # prompt + cap over it answered with HTTP 400
+        self.model_fields = model_fields or {}  # added to every /v1/models entry
+        self.props = props  # the GET /props answer; None: no such route
         self.port = port
         self._lock = threading.Lock()
         self._queues: dict[str | None, deque[Action]] = {}
         self._requests: list[RecordedRequest] = []
+        self._reads: list[RecordedRequest] = []
         self._ids = itertools.count(1)
         self._active = 0
         self.max_in_flight = 0
@@ -493,6 +509,11 @@ class ScriptedServer:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def reads(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._reads)
+
     def calls(self, step: str | None = None, path: str = CHAT_PATH) -> int:
         """POSTs received on ``path``, all of them or those of one step."""
         return sum(
@@ -504,14 +525,16 @@ class ScriptedServer:
         with self._lock:
             self._queues.clear()
             self._requests.clear()
+            self._reads.clear()
             self.max_in_flight = 0
 
     def _record(
-        self, method: str, path: str, body: Any, headers: dict[str, str], step: str | None
+        self, method: str, path: str, body: Any, headers: dict[str, str], step: str | None,
+        into: list[RecordedRequest] | None = None,
     ) -> RecordedRequest:
         record = RecordedRequest(method, path, body, headers, step, time.monotonic())
         with self._lock:
-            self._requests.append(record)
+            (self._requests if into is None else into).append(record)
         return record
 
     def _next_action(self, step: str | None) -> Action:
@@ -538,6 +561,20 @@ class ScriptedServer:
                 return 400, (f"Unsupported parameter: '{name}' is not supported with this model. "
                              f"Use '{other}' instead.")
         return None
+
+    def _overflow(self, body: dict[str, Any]) -> tuple[int, str] | None:
+        """vLLM's refusal of a request whose prompt and cap exceed the window (no cap: the
+        rest of the window is the cap, so only a prompt filling it is refused)."""
+        if self.context_window is None:
+            return None
+        prompt = prompt_tokens_of(body)
+        cap = body.get("max_completion_tokens", body.get("max_tokens")) or 0
+        if prompt + cap <= self.context_window and prompt < self.context_window:
+            return None
+        return 400, (f"This model's maximum context length is {self.context_window} tokens. "
+                     f"However, you requested {prompt + cap} tokens ({prompt} in the messages, "
+                     f"{cap} in the completion). Please reduce the length of the messages or "
+                     "completion.")
 
     # answers --------------------------------------------------------------------------
     def _completion(self, step: str | None, body: dict[str, Any], action: Action) -> dict[str, Any]:

@@ -204,3 +204,14 @@ def test_a_cut_off_summary_degrades_to_the_offline_one_in_an_ingest(llama_server
            "output cap (max_tokens=4, finish_reason=length))" in document["context_fallback"].split("; ")
     assert document["ungraded_count"] == sum(p["accuracy"] is None for p in propositions)
     assert len(propositions) == document["proposition_count"] <= 3
+
+
+def test_the_prompt_estimate_is_never_under_gemmas_count_for_a_table_of_figures(tmp_path):
+    from propdex.llm.context_window import text_tokens
+
+    tokenizer = llama_cpp.Llama(model_path=str(gemma.assemble(tmp_path / gemma.MODEL_NAME)),
+                                vocab_only=True, verbose=False)
+    rows = [f"| Model {n} | {20 + n / 7:.2f} | {38 + n / 9:.1f} | 2.3 · 10^{18 + n % 3} |" for n in range(20)]
+    table = "\n".join(["Table 2: BLEU and training cost", "", "| Model | EN-DE | EN-FR | FLOPs |",
+                       "|---|---|---|---|", *rows])
+    assert text_tokens(table) >= len(tokenizer.tokenize(table.encode(), add_bos=False))

@@ -23,6 +23,7 @@ from propdex.llm.client import (
     read_response,
     usage_of,
 )
+from propdex.llm.context_window import cap_within_window, context_window, estimated_prompt_tokens
 from propdex.llm.limits import limiter_for
 from propdex.llm.output_caps import copy_cap, output_cap
 from propdex.models import Usage
@@ -80,6 +81,11 @@ class ChunkingRequests:
         """The model's copy of a window of ``chars`` characters, capped at what a copy needs."""
         extra: dict[str, Any] = {}
         cap = output_cap("llm_chunk", self.settings, copy_cap(chars))
+        window = context_window(self.settings.llm_context_window, self.base_url, self.model,
+                                self._secret, self.settings.llm_timeout)
+        if window is not None:
+            cap = cap_within_window(cap, estimated_prompt_tokens(messages, None), window,
+                                    step="llm_chunk")
         if cap is not None:  # the field the JSON requests settled on for this server and model
             extra[negotiation_of(self.settings, self.base_url, self.model).cap_field] = cap
         completion = self._send("llm_chunk request", lambda timeout: self._client.chat.completions.create(

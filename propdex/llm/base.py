@@ -49,6 +49,13 @@ class LLMBackend(ABC):
         """Version of every prompt (or rule set) per step: title, summary, propositions, grading.
         Recorded in lineage and part of the cache key and the pipeline fingerprint."""
 
+    def fitting_prefix_tokens(self, step: str, text: str, tokens: int, *, value_chars: int = 0) -> int:
+        """Tokens (``CHARS_PER_TOKEN`` characters each) of the start of ``text`` that the
+        ``step`` (title or summary) prompt carries: ``tokens``, or fewer where the model's
+        context window would not hold them; ``value_chars``: the prompt's other values (the
+        metadata title, the title)."""
+        return tokens
+
     @abstractmethod
     def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
         """A document title from a bounded prefix; ``hint`` is e.g. the PDF metadata title."""

@@ -39,6 +39,13 @@ from propdex.errors import (
     LLMError,
     LLMOutputError,
 )
+from propdex.llm.context_window import (
+    cap_within_window,
+    context_window,
+    estimated_prompt_tokens,
+    is_context_overflow,
+    overflow_error,
+)
 from propdex.llm.limits import RequestLimiter, limiter_for
 from propdex.llm.output_caps import derived_json_cap, output_cap
 from propdex.llm.schemas import CHECK_FAILED
@@ -261,6 +268,10 @@ def call_with_retries(
     try:
         return retrying(send)
     except openai.APIStatusError as error:
+        if is_context_overflow(error.status_code, server_message(error)):
+            # This request's length, not the configuration: the other requests may fit.
+            raise overflow_error(what, what.removesuffix(" request"),
+                                 scrub(server_message(error), secret)) from None
         if error.status_code in CONFIGURATION_STATUSES:
             raise configuration_error(error, what, model, base_url, secret) from None
         attempts = retrying.statistics.get("attempt_number", 1)
@@ -412,6 +423,11 @@ class LLMClient:
     def negotiation(self, model: str) -> Negotiation:
         return negotiation_of(self.settings, self.base_url, model)
 
+    def context_window(self, model: str) -> int | None:
+        """The context window requests to ``model`` must fit, when known."""
+        return context_window(self.settings.llm_context_window, self.base_url, model,
+                              self._secret, self.settings.llm_timeout)
+
     def chat_json(
         self,
         model: str,
@@ -468,6 +484,7 @@ class LLMClient:
     ) -> Sent:
         negotiation = self.negotiation(model)
         deadline = current_deadline()  # the document's time limit, when one is set
+        window = self.context_window(model)
 
         def attempt(mode: str, cap_field: str, refusals: frozenset[int]) -> Sent:
             request: dict[str, Any] = {
@@ -478,8 +495,12 @@ class LLMClient:
             form = response_format(mode, step, schema_model, context)
             if form is not None:
                 request["response_format"] = form
-            if cap is not None:
-                request[cap_field] = cap
+            sent_cap = cap
+            if window is not None:
+                prompt = estimated_prompt_tokens(request["messages"], form)
+                sent_cap = cap_within_window(cap, prompt, window, step=step)
+            if sent_cap is not None:
+                request[cap_field] = sent_cap
 
             def send() -> Any:
                 with self.limiter.slot():
@@ -505,8 +526,8 @@ class LLMClient:
                 backoff_max=self.settings.llm_backoff_max,
                 timeout=self.settings.llm_timeout,
             )
-            self._record(step, mode, cap, cap_field, completion, time.perf_counter() - started)
-            return Sent(completion, mode, cap, cap_field)
+            self._record(step, mode, sent_cap, cap_field, completion, time.perf_counter() - started)
+            return Sent(completion, mode, sent_cap, cap_field)
 
         try:
             return negotiation.run(attempt)

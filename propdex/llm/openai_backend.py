@@ -10,11 +10,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from propdex.llm.base import LLMBackend, LLMResult
-from propdex.llm.client import LLMClient
+from propdex.llm.base import CHARS_PER_TOKEN, LLMBackend, LLMResult
+from propdex.llm.client import LLMClient, repair_request
+from propdex.llm.context_window import estimated_prompt_tokens, prefix_chars_within_window
+from propdex.llm.output_caps import derived_json_cap, output_cap
 from propdex.llm.prompts import PROMPT_STEPS, Prompt, load_prompt
 from propdex.llm.proposition_counts import most_propositions
 from propdex.llm.schemas import GradesAnswer, PropositionsAnswer, SummaryAnswer, TitleAnswer
+from propdex.llm.structured import JSON_SCHEMA_BOUNDED, response_format, with_format
 from propdex.models import Scores, Usage
 from propdex.settings import LLMStep, Settings
 
@@ -23,6 +26,9 @@ M = TypeVar("M", bound=BaseModel)
 WHOLE_TEXT = "This is the whole document."
 TRUNCATED_TEXT = "This is only the beginning of a longer document; the rest was cut off."
 NO_VALUE = "(none)"
+# The longest reason a repair request gives, about (three validation errors).
+REPAIR_REASON_CHARS = 300
+CONTEXT_ANSWERS: dict[str, type[BaseModel]] = {"title": TitleAnswer, "summary": SummaryAnswer}
 
 
 def extent_note(truncated: bool) -> str:
@@ -67,6 +73,31 @@ class OpenAIBackend(LLMBackend):
             self.settings.model_for(model_step), messages, schema_model, step=step,
             context=context, answer_format=self.prompts[step].format, check_context=check_context,
         )
+
+    def fitting_prefix_tokens(self, step: str, text: str, tokens: int, *, value_chars: int = 0) -> int:
+        window = self.client.context_window(self.settings.model_for("context"))
+        if window is None:
+            return tokens
+        schema_model = CONTEXT_ANSWERS[step]
+        filler = "0" * value_chars  # counted a token a character: the most they can take
+        # The prompt without the document, in its longest form: the answer's format described
+        # and its schema sent (each form sends one or the other).
+        messages = self._messages(step, extent=TRUNCATED_TEXT, hint=filler, title=filler, document="")
+        fixed = estimated_prompt_tokens(
+            with_format(messages, self.prompts[step].format),
+            response_format(JSON_SCHEMA_BOUNDED, step, schema_model, None))
+        cap = output_cap(step, self.settings, derived_json_cap(schema_model, None))
+        # Room for the repair round too: it sends the prompt again with the invalid answer (at
+        # most the cap) and the request to repair it, and small models often need it.
+        repair = [{"role": "assistant", "content": ""},
+                  {"role": "user", "content": repair_request("r" * REPAIR_REASON_CHARS, cut_off=True)}]
+        fixed += estimated_prompt_tokens(repair, None) + (cap or 0)
+        head = text[: tokens * CHARS_PER_TOKEN]
+        fitting = prefix_chars_within_window(head, window, fixed, cap)
+        if fitting == len(head) or fitting < CHARS_PER_TOKEN:
+            # All of it fits; or nothing does, and the request fails naming the window and the fix.
+            return tokens
+        return fitting // CHARS_PER_TOKEN
 
     def title(self, text: str, *, truncated: bool, hint: str | None) -> LLMResult[str]:
         messages = self._messages(

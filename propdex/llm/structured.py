@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from propdex.llm.context_window import is_context_overflow
 from propdex.llm.schemas import strict_json_schema
 
 log = logging.getLogger("propdex.llm")
@@ -58,7 +59,10 @@ GRAMMAR_MAX_LENGTH = 600
 
 
 def is_refusal(status: int, message: str, statuses: frozenset[int]) -> bool:
-    return status in statuses and _FORM_FIELDS.search(message) is not None
+    # vLLM's context-length refusal names max_tokens ("'max_tokens' or 'max_completion_tokens'
+    # is too large"): that request is too long, not of a form the server refuses.
+    return (status in statuses and _FORM_FIELDS.search(message) is not None
+            and not is_context_overflow(status, message))
 
 
 class Refused(Exception):

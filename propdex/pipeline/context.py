@@ -67,7 +67,11 @@ def document_context(
     offline = OfflineBackend(settings)  # rules only: cheap to build, nothing to close
 
     # The checks' version is in the keys: an answer cached before a check changed is asked again.
-    title_text, title_cut = bounded_prefix(doc.text, settings.title_prefix_tokens)
+    # Where the model's context window is known and smaller, less of the text is sent (and
+    # recorded as cut), so the prompt fits: else the request fails and the offline title stands in.
+    title_tokens = backend.fitting_prefix_tokens("title", doc.text, settings.title_prefix_tokens,
+                                                 value_chars=len(doc.title_hint or ""))
+    title_text, title_cut = bounded_prefix(doc.text, title_tokens)
     key = cache_key(
         step="title", model=settings.model_for("context"), prompt=versions["title"],
         checks=CHECKS_VERSION, hint=doc.title_hint, truncated=title_cut, text=title_text,
@@ -78,7 +82,9 @@ def document_context(
         lambda: offline.title(title_text, truncated=title_cut, hint=doc.title_hint), doc.source,
     )
 
-    summary_text, summary_cut = bounded_prefix(doc.text, settings.summary_prefix_tokens)
+    summary_tokens = backend.fitting_prefix_tokens("summary", doc.text, settings.summary_prefix_tokens,
+                                                   value_chars=len(title.text))
+    summary_text, summary_cut = bounded_prefix(doc.text, summary_tokens)
     key = cache_key(
         step="summary", model=settings.model_for("context"), prompt=versions["summary"],
         checks=CHECKS_VERSION, title=title.text, truncated=summary_cut, text=summary_text,

@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from propdex.cache import ResultCache, cache_key
 from propdex.deadlines import current_deadline, submit_with_deadline
-from propdex.errors import LLMConfigurationError, LLMError, LLMOutputError
+from propdex.errors import LLMConfigurationError, LLMContextWindowError, LLMError, LLMOutputError
 from propdex.llm.base import LLMBackend
 from propdex.llm.proposition_counts import most_propositions
 from propdex.models import Chunk, ChunkPropositions, DocumentContext, Usage
@@ -87,13 +87,15 @@ def propositions_for_document(
                     from propdex.llm.client import error_usage
 
                     usage[chunk.chunk_id] += error_usage(exc)
+                    # Too long a prompt is this chunk's own fault: say which one.
+                    where = f" of chunk {chunk.ordinal}" if isinstance(exc, LLMContextWindowError) else ""
                     if stage == "extract":
                         results[chunk.chunk_id] = ChunkPropositions(
-                            chunk.chunk_id, [], error=f"{stage}: {exc}", usage=usage[chunk.chunk_id])
+                            chunk.chunk_id, [], error=f"{stage}{where}: {exc}", usage=usage[chunk.chunk_id])
                     else:
                         results[chunk.chunk_id] = judged_propositions(
                             chunk, texts[chunk.chunk_id], None, title, usage[chunk.chunk_id],
-                            settings, error=f"{stage}: {exc}")
+                            settings, error=f"{stage}{where}: {exc}")
                     continue
                 usage[chunk.chunk_id] += spent
                 if stage == "extract":

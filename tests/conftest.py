@@ -10,8 +10,13 @@ import pytest
 
 # Set before anything imports prefect: a private PREFECT_HOME keeps the ephemeral API's
 # database and persisted task results out of the user's ~/.prefect.
-_PREFECT_HOME = tempfile.mkdtemp(prefix="propdex-tests-prefect-")
-os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+# Under pytest-xdist each worker inherits the home its controller made here: it makes its own,
+# so two processes' ephemeral APIs never share one SQLite database. A home set by the caller
+# is kept.
+_OWN_HOME = "PYTEST_PROPDEX_PREFECT_HOME"
+if os.environ.get("PREFECT_HOME", os.environ.get(_OWN_HOME)) == os.environ.get(_OWN_HOME):
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="propdex-tests-prefect-")
+os.environ[_OWN_HOME] = os.environ["PREFECT_HOME"]
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -41,6 +42,20 @@ def scripted_environment(server: ScriptedServer) -> dict[str, str]:
         "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_EMBEDDER": "openai",
         "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_CHUNK_SIZE": "300",
     }
+
+
+@contextmanager
+def scripted_run_environment(**extra: str) -> Iterator[ScriptedServer]:
+    """A scripted server and llm_env's PROPDEX_ variables (plus ``extra``) for the ingest of a
+    module-scoped fixture, which several tests then read. The variables are gone when the
+    block ends, so the module's later tests do not run under them."""
+    from propdex.llm.structured import forget_negotiations
+
+    forget_negotiations()  # the new server may have the port of an earlier test's
+    with ScriptedServer() as server, pytest.MonkeyPatch.context() as patch:
+        for name, value in {**scripted_environment(server), **extra}.items():
+            patch.setenv(name, value)
+        yield server
 
 
 @pytest.fixture

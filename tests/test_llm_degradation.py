@@ -14,7 +14,7 @@ from propdex.llm.offline_rules.summaries import make_summary
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.pipeline.report import render_markdown
 from tests.pdf_factory import make_pdf
-from tests.scripted_fixtures import scripted_environment
+from tests.scripted_fixtures import scripted_environment, scripted_run_environment
 from tests.scripted_server import ScriptedServer, malformed
 from tests.test_llm_pipeline import PAGES, _ingest
 
@@ -35,11 +35,33 @@ def _rows(db: Path, table: str) -> list[dict]:
     return [r for r in rows if live.get(r["doc_id"]) == r["run_id"]]
 
 
-def test_a_cut_off_summary_falls_back_and_the_document_is_indexed_whole(llm_env, tmp_path, monkeypatch):
-    monkeypatch.setenv("PROPDEX_LLM_MAX_TOKENS", json.dumps({"summary": 5}))
-    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
-    _ingest([pdf], tmp_path / "db")
-    document = _rows(tmp_path / "db", "documents")[0]
+CUT_OFF_SUMMARY = {"PROPDEX_LLM_MAX_TOKENS": json.dumps({"summary": 5}),
+                   "PROPDEX_LLM_CONCURRENCY": "1"}
+
+
+@pytest.fixture(scope="module")
+def summary_cut_off_db(tmp_path_factory) -> Path:
+    """The index of one ingest whose summary answer is cut off at a 5-token cap (the tests
+    reading it only read)."""
+    root = tmp_path_factory.mktemp("summary-cut-off")
+    with scripted_run_environment(**CUT_OFF_SUMMARY):
+        _ingest([make_pdf(root / "eiffel.pdf", PAGES)], root / "db")
+    return root / "db"
+
+
+@pytest.fixture(scope="module")
+def grading_failed_db(tmp_path_factory) -> Path:
+    """The index of one ingest whose first chunk's grading stays invalid after its repair
+    (the tests reading it only read)."""
+    root = tmp_path_factory.mktemp("grading-failed")
+    with scripted_run_environment(PROPDEX_LLM_CONCURRENCY="1") as server:
+        server.script(malformed(), malformed(), step="grading")
+        _ingest([make_pdf(root / "eiffel.pdf", PAGES)], root / "db")
+    return root / "db"
+
+
+def test_a_cut_off_summary_falls_back_and_the_document_is_indexed_whole(summary_cut_off_db):
+    document = _rows(summary_cut_off_db, "documents")[0]
 
     assert "indexed" == document["status"]
     assert document["context_fallback"].startswith(
@@ -48,11 +70,8 @@ def test_a_cut_off_summary_falls_back_and_the_document_is_indexed_whole(llm_env,
     assert document["chunk_count"] > 0 and document["proposition_count"] > 0
 
 
-def test_the_fallback_summary_is_the_offline_backends(llm_env, tmp_path, monkeypatch):
-    monkeypatch.setenv("PROPDEX_LLM_MAX_TOKENS", json.dumps({"summary": 5}))
-    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
-    _ingest([pdf], tmp_path / "db")
-    document = _rows(tmp_path / "db", "documents")[0]
+def test_the_fallback_summary_is_the_offline_backends(summary_cut_off_db):
+    document = _rows(summary_cut_off_db, "documents")[0]
 
     assert make_summary(document["text"], document["title"]) == document["summary"]
 
@@ -72,24 +91,18 @@ def test_a_fallback_is_retried_next_run_paying_only_the_failed_call(llm_env, tmp
     assert (None, 1, 1) == (document["context_fallback"], llm_env.calls("summary"), llm_env.calls())
 
 
-def test_a_failed_grading_keeps_its_propositions_ungraded(llm_env, tmp_path):
-    llm_env.script(malformed(), malformed(), step="grading")
-    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
-    _ingest([pdf], tmp_path / "db")
-    chunk = next(c for c in _rows(tmp_path / "db", "chunks") if c["prop_error"])
-    kept = [p for p in _rows(tmp_path / "db", "propositions") if p["chunk_id"] == chunk["chunk_id"]]
+def test_a_failed_grading_keeps_its_propositions_ungraded(grading_failed_db):
+    chunk = next(c for c in _rows(grading_failed_db, "chunks") if c["prop_error"])
+    kept = [p for p in _rows(grading_failed_db, "propositions") if p["chunk_id"] == chunk["chunk_id"]]
 
     assert chunk["prop_error"].startswith("grading: grading: invalid answer after one repair")
     assert kept
     assert [(False, None, None)] * len(kept) == [(p["passed"], p["accuracy"], p["conciseness"]) for p in kept]
 
 
-def test_ungraded_propositions_are_counted_in_the_documents_row(llm_env, tmp_path):
-    llm_env.script(malformed(), malformed(), step="grading")
-    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
-    _ingest([pdf], tmp_path / "db")
-    document = _rows(tmp_path / "db", "documents")[0]
-    ungraded = [p for p in _rows(tmp_path / "db", "propositions") if p["accuracy"] is None]
+def test_ungraded_propositions_are_counted_in_the_documents_row(grading_failed_db):
+    document = _rows(grading_failed_db, "documents")[0]
+    ungraded = [p for p in _rows(grading_failed_db, "propositions") if p["accuracy"] is None]
 
     assert (len(ungraded), 0) == (document["ungraded_count"], document["chunk_failures"])
     assert document["passed_count"] == document["proposition_count"] - len(ungraded)
@@ -158,15 +171,11 @@ def test_a_runaway_answer_is_stopped_at_its_cap_and_nothing_of_it_is_stored(llm_
     assert ("indexed", 0, 1) == (document["status"], document["proposition_count"], document["chunk_failures"])
 
 
-def test_status_names_the_fallback(llm_env, tmp_path, monkeypatch, capsys):
+def test_status_names_the_fallback(summary_cut_off_db, capsys):
     from propdex.cli import main
 
-    monkeypatch.setenv("PROPDEX_LLM_MAX_TOKENS", json.dumps({"summary": 5}))
-    _ingest([make_pdf(tmp_path / "eiffel.pdf", PAGES)], tmp_path / "db")
-    capsys.readouterr()
-
-    assert 0 == main(["status", "--db", str(tmp_path / "db"), "--json"])
+    assert 0 == main(["status", "--db", str(summary_cut_off_db), "--json"])
     row = json.loads(capsys.readouterr().out)[0]
     assert row["context_fallback"].startswith("summary: offline fallback")
-    assert 0 == main(["status", "--db", str(tmp_path / "db")])
+    assert 0 == main(["status", "--db", str(summary_cut_off_db)])
     assert "[fallback: summary: offline fallback" in capsys.readouterr().out

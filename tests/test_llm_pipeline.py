@@ -3,6 +3,7 @@ calls per chunk, token accounting, chunk-level reuse, faults and run-stopping er
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -12,8 +13,14 @@ import pytest
 from propdex.cli import main
 from propdex.llm.prompts import load_prompt
 from tests.pdf_factory import make_pdf
-from tests.scripted_fixtures import SENTINEL_KEY
-from tests.scripted_server import malformed, prompt_tokens_of, server_error, unauthorized
+from tests.scripted_fixtures import SENTINEL_KEY, scripted_run_environment
+from tests.scripted_server import (
+    ScriptedServer,
+    malformed,
+    prompt_tokens_of,
+    server_error,
+    unauthorized,
+)
 
 pytestmark = pytest.mark.prefect
 
@@ -41,25 +48,40 @@ def _rows(db: Path, table: str) -> list[dict]:
     return lancedb.connect(str(db)).open_table(table).to_arrow().to_pylist()
 
 
-def test_at_most_two_calls_per_chunk(llm_env, tmp_path):
-    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES, title="The Eiffel Tower")
-    _ingest([pdf], tmp_path / "db")
-    chunks = len(_rows(tmp_path / "db", "chunks"))
+@dataclass
+class Ingested:
+    db: Path
+    summary: dict
+    server: ScriptedServer  # stopped; its record of requests stays readable
+
+
+@pytest.fixture(scope="module")
+def first_ingest(tmp_path_factory) -> Ingested:
+    """One ingest of the Eiffel PDF into a new index on a server of its own (the tests reading
+    it only read)."""
+    root = tmp_path_factory.mktemp("first-ingest")
+    with scripted_run_environment() as server:
+        summary = _ingest([make_pdf(root / "eiffel.pdf", PAGES, title="The Eiffel Tower")], root / "db")
+    return Ingested(root / "db", summary, server)
+
+
+def test_at_most_two_calls_per_chunk(first_ingest):
+    chunks = len(_rows(first_ingest.db, "chunks"))
+    server = first_ingest.server
 
     assert chunks >= 3
-    assert (chunks, chunks) == (llm_env.calls("propositions"), llm_env.calls("grading"))
-    assert (1, 1) == (llm_env.calls("title"), llm_env.calls("summary"))
+    assert (chunks, chunks) == (server.calls("propositions"), server.calls("grading"))
+    assert (1, 1) == (server.calls("title"), server.calls("summary"))
 
 
-def test_prompt_tokens_are_summed_per_document(llm_env, tmp_path):
-    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
-    summary = _ingest([pdf], tmp_path / "db")
-    sent = sum(prompt_tokens_of(r.body) for r in llm_env.requests if r.path.endswith("/chat/completions"))
-    document = _rows(tmp_path / "db", "documents")[0]
+def test_prompt_tokens_are_summed_per_document(first_ingest):
+    server = first_ingest.server
+    sent = sum(prompt_tokens_of(r.body) for r in server.requests if r.path.endswith("/chat/completions"))
+    document = _rows(first_ingest.db, "documents")[0]
 
     assert sent == document["prompt_tokens"]
-    assert sent == summary["totals"]["prompt_tokens"]
-    assert document["llm_calls"] == llm_env.calls()
+    assert sent == first_ingest.summary["totals"]["prompt_tokens"]
+    assert document["llm_calls"] == server.calls()
 
 
 def test_editing_one_page_recalls_only_changed_chunks(llm_env, tmp_path):

@@ -23,7 +23,7 @@ from propdex.llm.client import (
     read_response,
     usage_of,
 )
-from propdex.llm.context_window import cap_within_window, context_window, estimated_prompt_tokens
+from propdex.llm.context_window import context_window, request_cap
 from propdex.llm.limits import limiter_for
 from propdex.llm.output_caps import copy_cap, output_cap
 from propdex.models import Usage
@@ -83,9 +83,7 @@ class ChunkingRequests:
         cap = output_cap("llm_chunk", self.settings, copy_cap(chars))
         window = context_window(self.settings.llm_context_window, self.base_url, self.model,
                                 self._secret, self.settings.llm_timeout)
-        if window is not None:
-            cap = cap_within_window(cap, estimated_prompt_tokens(messages, None), window,
-                                    step="llm_chunk")
+        cap = request_cap(cap, messages, None, window, step="llm_chunk")
         if cap is not None:  # the field the JSON requests settled on for this server and model
             extra[negotiation_of(self.settings, self.base_url, self.model).cap_field] = cap
         completion = self._send("llm_chunk request", lambda timeout: self._client.chat.completions.create(

@@ -40,11 +40,10 @@ from propdex.errors import (
     LLMOutputError,
 )
 from propdex.llm.context_window import (
-    cap_within_window,
     context_window,
-    estimated_prompt_tokens,
     is_context_overflow,
     overflow_error,
+    request_cap,
 )
 from propdex.llm.limits import RequestLimiter, limiter_for
 from propdex.llm.output_caps import derived_json_cap, output_cap
@@ -495,10 +494,7 @@ class LLMClient:
             form = response_format(mode, step, schema_model, context)
             if form is not None:
                 request["response_format"] = form
-            sent_cap = cap
-            if window is not None:
-                prompt = estimated_prompt_tokens(request["messages"], form)
-                sent_cap = cap_within_window(cap, prompt, window, step=step)
+            sent_cap = request_cap(cap, request["messages"], form, window, step=step)
             if sent_cap is not None:
                 request[cap_field] = sent_cap
 

@@ -122,6 +122,15 @@ def cap_within_window(cap: int | None, prompt_tokens: int, window: int, *, step:
     return None if cap is None else min(cap, room)
 
 
+def request_cap(cap: int | None, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
+                window: int | None, *, step: str) -> int | None:
+    """The cap to send with a request of ``messages``: ``cap``, cut to fit ``window`` when it
+    is known (see ``cap_within_window``)."""
+    if window is None:
+        return cap
+    return cap_within_window(cap, estimated_prompt_tokens(messages, response_format), window, step=step)
+
+
 def prefix_chars_within_window(text: str, window: int, fixed_prompt_tokens: int, cap: int | None) -> int:
     """How many characters of ``text``'s start (estimated as ``text_tokens`` does) a prompt
     of ``fixed_prompt_tokens`` without it can carry and still leave ``cap`` of ``window``

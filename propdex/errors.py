@@ -87,6 +87,11 @@ class LLMContextWindowError(LLMOutputError):
     the one unit (chunk, title, summary) like an invalid answer: a shorter input is the fix."""
 
 
+class LLMContextLengthRefusedError(LLMContextWindowError):
+    """The server refused a request for its length: the window it was sized to may be stale
+    (the server restarted with a smaller one), so it is read again once."""
+
+
 class LLMCheckError(LLMOutputError):
     """The answer was well-formed but the deterministic checks rejected it, also after the
     repair (a placeholder title, an off-topic summary); ``reason`` is the check's reason."""

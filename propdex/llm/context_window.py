@@ -293,7 +293,7 @@ def send_within_window(send: Callable[[int | None], T], setting: int | None, bas
         fresh = reading_after(reading, base_url, api_key, timeout).window(model)
         if fresh is None or (window is not None and fresh >= window):
             raise
-    log.warning("the LLM server refused a request sized to a %s-token context window for its "
-                "length and now states %d tokens for %s: sending it again sized to that",
-                window or "unknown", fresh, model)
+    log.warning("the LLM server refused a request for its length (sized to %s) and now states "
+                "a %d-token context window for %s: sending it again sized to that",
+                f"a {window}-token context window" if window else "no known window", fresh, model)
     return send(fresh)

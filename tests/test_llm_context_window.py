@@ -283,3 +283,22 @@ def test_the_llm_chunkers_copy_refused_by_a_restarted_server_is_sent_again_sized
     [*_, last] = server.requests
     assert ([200, 400, 200], True) == ([r.status for r in server.requests],
                                        prompt_tokens_of(last.body) + last.body["max_tokens"] <= 1024)
+
+
+@pytest.mark.prefect
+def test_a_process_running_flows_indexes_documents_whole_after_its_server_restarts_with_a_smaller_window(
+        tmp_path, monkeypatch):
+    from flows.ingest import ingest
+
+    sources = [tmp_path / "before.md", tmp_path / "after.md"]
+    for rows, source in zip((6, 5), sources, strict=True):
+        source.write_text(table_part(rows) + "\n", encoding="utf-8")
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        for name, value in scripted_environment(server).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("PROPDEX_CHUNK_SIZE", "2000")
+        ingest(sources=[str(sources[0])], db=str(tmp_path / "db"))
+        shrink(server)
+        ingest(sources=[str(sources[1])], db=str(tmp_path / "db"))
+    documents = lancedb.connect(str(tmp_path / "db")).open_table("documents").to_arrow().to_pylist()
+    assert [("indexed", None, 0)] * 2 == [(d["status"], d["error"], d["chunk_failures"]) for d in documents]

@@ -88,8 +88,8 @@ class LLMContextWindowError(LLMOutputError):
 
 
 class LLMContextLengthRefusedError(LLMContextWindowError):
-    """The server refused a request for its length: the window it was sized to may be stale
-    (the server restarted with a smaller one), so it is read again once."""
+    """The server refused a request for its length. A window the server stated may be stale
+    (it was restarted with a smaller one): that window is read again, once per refusal."""
 
 
 class LLMCheckError(LLMOutputError):

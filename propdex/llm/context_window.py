@@ -155,7 +155,7 @@ def prefix_chars_within_window(text: str, window: int, fixed_prompt_tokens: int,
 
 def overflow_error(what: str, step: str, message: str) -> LLMContextLengthRefusedError:
     return LLMContextLengthRefusedError(f"{what} refused for its length by the server: {message} "
-                                 f"(use {fix_for(step)}, or set llm_context_window)")
+                                        f"(use {fix_for(step)}, or set llm_context_window)")
 
 
 # --------------------------------------------------------------------------- learning it

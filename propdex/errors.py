@@ -87,6 +87,11 @@ class LLMContextWindowError(LLMOutputError):
     the one unit (chunk, title, summary) like an invalid answer: a shorter input is the fix."""
 
 
+class LLMContextLengthRefusedError(LLMContextWindowError):
+    """The server refused a request for its length. A window the server stated may be stale
+    (it was restarted with a smaller one): that window is read again, once per refusal."""
+
+
 class LLMCheckError(LLMOutputError):
     """The answer was well-formed but the deterministic checks rejected it, also after the
     repair (a placeholder title, an off-topic summary); ``reason`` is the check's reason."""

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from propdex.checks import CHECKS_VERSION
+from propdex.checks import CHECKS_VERSION, PROPOSITION_CHECKS_VERSION
 
 # Bump when a change to extraction or chunk/header assembly changes stored outputs.
 # 2: PDF page furniture left out of the text, two-column pages in column order, legacy
@@ -374,6 +374,7 @@ class Settings(BaseSettings):
         relevant = {
             "pipeline": PIPELINE_VERSION,
             "checks": CHECKS_VERSION,
+            "proposition_checks": PROPOSITION_CHECKS_VERSION,
             "chunker": [self.chunker, self.chunk_size, self.chunk_overlap],
             "llm": self.llm_backend,
             "models": [self.model_for(s) for s in ("context", "propositions", "grading")],

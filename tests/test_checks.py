@@ -99,6 +99,17 @@ def test_a_repeated_proposition_is_a_duplicate():
     assert [None, "duplicate"] == _problems([repeated, "the eiffel tower is 330 metres TALL"])
 
 
+def test_a_repeat_differing_in_stop_words_and_word_endings_is_a_duplicate():
+    assert [None, "duplicate"] == _problems(["The Eiffel Tower is 330 metres tall.",
+                                             "Eiffel Tower: 330 metre, tall!"])
+
+
+def test_the_same_words_in_another_order_are_another_proposition():
+    chunk = "On EN-DE the Transformer outperforms ByteNet, which ConvS2S in turn outperforms."
+    assert [None, None] == proposition_problems(["The Transformer outperforms ByteNet on EN-DE.",
+                                                 "ByteNet outperforms the Transformer on EN-DE."], chunk)
+
+
 def test_every_gold_dense_x_proposition_passes(corpus):
     examples = json.loads((corpus / "dense-x" / "propositionizer_examples.json").read_text())["examples"]
     problems = [

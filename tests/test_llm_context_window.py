@@ -172,3 +172,133 @@ def test_a_known_window_shortens_the_title_and_summary_prefixes_an_unknown_one_l
         context_of(server, tmp_path / "windowed")
         fitted = [len(r.body["messages"][1]["content"]) for r in server.requests]
     assert [True, True] == [a > b for a, b in zip(sent, fitted, strict=True)]
+
+
+# --- a server restarted with another window ------------------------------------------------
+
+SHRUNK_WINDOW = {"max_model_len": 1024}
+
+
+def shrink(server: ScriptedServer) -> None:
+    """The server restarted with --max-model-len 1024 behind the same URL."""
+    server.context_window, server.model_fields = 1024, SHRUNK_WINDOW
+
+
+def extract_rows(server: ScriptedServer, tmp_path: Path, chunks: int = 1, **overrides: object
+                 ) -> list[ChunkPropositions]:
+    """Six-row table chunks' propositions (a prompt that fits 1024 tokens beside the least
+    answer), ``chunks`` of them extracted three at a time."""
+    from propdex.llm.openai_backend import OpenAIBackend
+
+    backend = OpenAIBackend(scripted_settings(server, **overrides))
+    text = table_part(6)
+    batch = [Chunk(chunk_id=f"c{n}", doc_id="d", ordinal=n, text=text, char_start=0,
+                   char_end=len(text), page_start=1, page_end=1) for n in range(chunks)]
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            return propositions_for_document(batch, DocumentContext(title="Minerals", summary="S."),
+                                             backend, ResultCache(tmp_path / "cache"), backend.settings, pool)
+    finally:
+        backend.close()
+
+
+def test_a_request_refused_by_a_server_restarted_with_a_smaller_window_is_sent_again_sized_to_it(tmp_path):
+    from tests.scripted_server import prompt_tokens_of
+
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        extract_rows(server, tmp_path / "before")
+        shrink(server)
+        [outcome] = extract_rows(server, tmp_path / "after")
+    [*_, last] = [r for r in server.requests if r.step == "propositions"]
+    assert (None, True) == (outcome.error, prompt_tokens_of(last.body) + last.body["max_tokens"] <= 1024)
+
+
+def test_a_server_restarted_with_a_smaller_window_is_read_once_more(tmp_path):
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        extract_rows(server, tmp_path / "before")
+        shrink(server)
+        extract_rows(server, tmp_path / "after")
+    assert ["/v1/models", "/v1/models"] == [r.path for r in server.reads]
+
+
+def test_requests_refused_at_once_by_a_restarted_server_read_it_once_and_all_succeed(tmp_path):
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        extract_rows(server, tmp_path / "before")
+        shrink(server)
+        outcomes = extract_rows(server, tmp_path / "after", chunks=6)
+    assert ([None] * 6, 2) == ([o.error for o in outcomes], len(server.reads))
+
+
+def test_a_server_that_stated_no_window_when_read_is_read_again_when_it_refuses_a_request(tmp_path):
+    # vLLM still loading its model when the process first asked: no window then.
+    with ScriptedServer() as server:
+        extract_rows(server, tmp_path / "before")
+        shrink(server)
+        [outcome] = extract_rows(server, tmp_path / "after")
+    assert (None, 2) == (outcome.error, len(server.reads))
+
+
+def refused_for_1024(outcome: ChunkPropositions) -> bool:
+    return outcome.error.startswith("extract of chunk 0: propositions request refused for its length by "
+                                    "the server: This model's maximum context length is 1024 tokens.")
+
+
+def test_a_refusal_of_a_request_sized_to_the_window_set_is_not_retried_nor_the_server_read(tmp_path):
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        extract_rows(server, tmp_path / "before", llm_context_window=4096)
+        shrink(server)
+        [outcome] = extract_rows(server, tmp_path / "after", llm_context_window=4096)
+    assert (True, 2, []) == (refused_for_1024(outcome), server.calls("propositions"), server.reads)
+
+
+def test_a_refusal_by_a_server_stating_the_same_window_again_fails_after_one_reading(tmp_path):
+    overflow = Action(status=400, error={"message": VLLM_OVERFLOW, "type": "BadRequestError"})
+    with ScriptedServer(model_fields=VLLM_WINDOW) as server:
+        server.script(overflow, step="propositions")
+        [outcome] = extract_rows(server, tmp_path)
+    assert (True, 1, ["/v1/models", "/v1/models"]) == (
+        outcome.error.endswith(f"by the server: {VLLM_OVERFLOW} (use a model or server with a larger "
+                               "context window, or a smaller chunk_size or a lower max_table_propositions, "
+                               "or set llm_context_window)"),
+        server.calls("propositions"), [r.path for r in server.reads])
+
+
+def test_the_llm_chunkers_copy_refused_by_a_restarted_server_is_sent_again_sized_to_its_window():
+    from propdex.chunking.llm import MARKER, load_prompt
+    from propdex.chunking.llm_requests import ChunkingRequests
+    from tests.scripted_server import prompt_tokens_of
+
+    piece = " ".join(f"Sentence {n} says that the harbour moved {n} tonnes of grain." for n in range(15))
+    messages = load_prompt("llm_chunk").messages(marker=MARKER, target=800, document=piece)
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        # A cap set above what a copy needs, so that the 4096-token window's cut of it is
+        # too long for 1024.
+        requests = ChunkingRequests(scripted_settings(server, llm_max_tokens={"llm_chunk": 4000}))
+        try:
+            requests.copy(messages, len(piece))
+            shrink(server)
+            requests.copy(messages, len(piece))
+        finally:
+            requests.close()
+    [*_, last] = server.requests
+    assert ([200, 400, 200], True) == ([r.status for r in server.requests],
+                                       prompt_tokens_of(last.body) + last.body["max_tokens"] <= 1024)
+
+
+@pytest.mark.prefect
+def test_a_process_running_flows_indexes_documents_whole_after_its_server_restarts_with_a_smaller_window(
+        tmp_path, monkeypatch):
+    from flows.ingest import ingest
+
+    sources = [tmp_path / "before.md", tmp_path / "after.md"]
+    for rows, source in zip((6, 5), sources, strict=True):
+        source.write_text(table_part(rows) + "\n", encoding="utf-8")
+    with ScriptedServer(context_window=4096, model_fields=VLLM_WINDOW) as server:
+        for name, value in scripted_environment(server).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("PROPDEX_CHUNK_SIZE", "2000")
+        ingest(sources=[str(sources[0])], db=str(tmp_path / "db"))
+        shrink(server)
+        ingest(sources=[str(sources[1])], db=str(tmp_path / "db"))
+    documents = lancedb.connect(str(tmp_path / "db")).open_table("documents").to_arrow().to_pylist()
+    assert [("indexed", None, 0)] * 2 == [(d["status"], d["error"], d["chunk_failures"]) for d in documents]

@@ -14,6 +14,10 @@ answers and the offline backend's rules share one implementation.
 Each check answers a short reason (stored in lineage) or None when the answer passes.
 """
 
-# Part of the pipeline fingerprint and of the title/summary cache keys: changing a check
-# re-checks what an index holds on the next run.
+# Of the title and summary checks: part of the pipeline fingerprint and of the title/summary
+# cache keys (they judge the answer before it is cached): changing one asks again.
 CHECKS_VERSION = "checks-v1"
+# Of the proposition checks, which judge cached answers on every run: part of the pipeline
+# fingerprint only, so changing one re-checks every indexed document on the next run without
+# asking the LLM again. propositions-v2: a duplicate keeps its words' order.
+PROPOSITION_CHECKS_VERSION = "propositions-v2"

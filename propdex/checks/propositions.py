@@ -4,7 +4,9 @@ A proposition is rejected (stored, never passed, whatever its grades) with one r
 
 - "empty": no content word at all ("", "...", "N/A");
 - "too short": under ``MIN_WORDS`` words (a fact needs a subject, a verb and an object);
-- "duplicate": the same content words as an earlier proposition of the chunk;
+- "duplicate": the same content words in the same order as an earlier proposition of the
+  chunk (case, punctuation, stop words and word endings aside): "ByteNet outperforms the
+  Transformer" is not a duplicate of "the Transformer outperforms ByteNet";
 - "ungrounded": under ``MIN_GROUNDED_SHARE`` of its content words are found in the chunk,
   its contextual header or the document title. Decontextualisation may add the title's and
   a section's words (they are in the header) and resolve pronouns to names the chunk
@@ -40,11 +42,11 @@ def proposition_problems(
     """Per proposition (same order), why the checks reject it, or None when it passes.
     It may draw on ``chunk_text`` and its ``context``: the chunk's header, the title."""
     supported = supported_stems(chunk_text, context)
-    seen: set[frozenset[str]] = set()
+    seen: set[tuple[str, ...]] = set()
     problems: list[str | None] = []
     for text in propositions:
         stems = content_stems(text)
-        key = frozenset(stems)
+        key = tuple(stems)
         if not stems:
             problems.append(EMPTY)
         elif len(words(text)) < MIN_WORDS:

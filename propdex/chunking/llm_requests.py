@@ -23,7 +23,7 @@ from propdex.llm.client import (
     read_response,
     usage_of,
 )
-from propdex.llm.context_window import context_window, request_cap
+from propdex.llm.context_window import request_cap, send_within_window
 from propdex.llm.limits import limiter_for
 from propdex.llm.output_caps import copy_cap, output_cap
 from propdex.models import Usage
@@ -79,17 +79,20 @@ class ChunkingRequests:
 
     def copy(self, messages: list[dict[str, str]], chars: int) -> CopyAnswer:
         """The model's copy of a window of ``chars`` characters, capped at what a copy needs."""
-        extra: dict[str, Any] = {}
         cap = output_cap("llm_chunk", self.settings, copy_cap(chars))
-        window = context_window(self.settings.llm_context_window, self.base_url, self.model,
-                                self._secret, self.settings.llm_timeout)
-        cap = request_cap(cap, messages, None, window, step="llm_chunk")
-        if cap is not None:  # the field the JSON requests settled on for this server and model
-            extra[negotiation_of(self.settings, self.base_url, self.model).cap_field] = cap
-        completion = self._send("llm_chunk request", lambda timeout: self._client.chat.completions.create(
-            model=self.model, messages=messages, temperature=self.settings.llm_temperature,
-            timeout=timeout, **extra,
-        ))
+
+        def send(window: int | None) -> Any:
+            extra: dict[str, Any] = {}
+            sent_cap = request_cap(cap, messages, None, window, step="llm_chunk")
+            if sent_cap is not None:  # the field the JSON requests settled on for this server and model
+                extra[negotiation_of(self.settings, self.base_url, self.model).cap_field] = sent_cap
+            return self._send("llm_chunk request", lambda timeout: self._client.chat.completions.create(
+                model=self.model, messages=messages, temperature=self.settings.llm_temperature,
+                timeout=timeout, **extra,
+            ))
+
+        completion = send_within_window(send, self.settings.llm_context_window, self.base_url,
+                                        self.model, self._secret, self.settings.llm_timeout)
         choice = (completion.choices or [None])[0]
         text = (choice.message.content or "") if choice else ""
         cut_off = choice is None or choice.finish_reason == "length"

@@ -44,6 +44,7 @@ from propdex.llm.context_window import (
     is_context_overflow,
     overflow_error,
     request_cap,
+    send_within_window,
 )
 from propdex.llm.limits import RequestLimiter, limiter_for
 from propdex.llm.output_caps import derived_json_cap, output_cap
@@ -483,9 +484,14 @@ class LLMClient:
     ) -> Sent:
         negotiation = self.negotiation(model)
         deadline = current_deadline()  # the document's time limit, when one is set
-        window = self.context_window(model)
 
         def attempt(mode: str, cap_field: str, refusals: frozenset[int]) -> Sent:
+            return send_within_window(
+                lambda window: attempt_within(mode, cap_field, refusals, window),
+                self.settings.llm_context_window, self.base_url, model, self._secret,
+                self.settings.llm_timeout)
+
+        def attempt_within(mode: str, cap_field: str, refusals: frozenset[int], window: int | None) -> Sent:
             request: dict[str, Any] = {
                 "model": model,
                 "messages": self._described(messages, mode, schema_model, answer_format),

@@ -9,7 +9,12 @@ server) every cap is cut to the window less the prompt, estimated high (``text_t
 each message's chat-template tokens), and the title and summary prefixes to what fits. A
 prompt leaving less than a useful answer fails its request before it is sent, with a
 ``LLMContextWindowError`` naming the sizes and the fix; so does a server's own
-context-length refusal (never retried: the same request fails the same way).
+context-length refusal, with one exception (``send_within_window``): a long-lived process
+(``propdex watch``, the service, a Prefect worker) outlives the server it read, and a server
+restarted with a smaller window refuses every request sized to the old one. So a refusal
+of a request sized to what the server said (or to nothing it said) reads the server again,
+and a smaller window read then is the one the request is sized to and sent once more.
+Otherwise the refusal is not retried: the same request fails the same way.
 
 Not part of any cache key: the cap bounds how long an answer may be, not what it says, so
 an answer cached under another window (or none) is reused. Only a title or summary prefix
@@ -23,15 +28,18 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
-from propdex.errors import LLMContextWindowError
+from propdex.errors import LLMContextLengthRefusedError, LLMContextWindowError
 from propdex.llm.output_caps import CHARS_PER_TOKEN_FLOOR
 
 log = logging.getLogger("propdex.llm")
+
+T = TypeVar("T")
 
 # Chat-template tokens around each message (role markers, turn delimiters: 4-6 in the
 # Gemma, Llama 3 and ChatML templates), rounded up.
@@ -145,9 +153,9 @@ def prefix_chars_within_window(text: str, window: int, fixed_prompt_tokens: int,
     return len(text)
 
 
-def overflow_error(what: str, step: str, message: str) -> LLMContextWindowError:
-    return LLMContextWindowError(f"{what} refused for its length by the server: {message} "
-                                 f"(use {fix_for(step)}, or set llm_context_window)")
+def overflow_error(what: str, step: str, message: str) -> LLMContextLengthRefusedError:
+    return LLMContextLengthRefusedError(f"{what} refused for its length by the server: {message} "
+                                        f"(use {fix_for(step)}, or set llm_context_window)")
 
 
 # --------------------------------------------------------------------------- learning it
@@ -200,24 +208,55 @@ def read_context_windows(base_url: str, api_key: str, timeout: float) -> dict[st
     return windows
 
 
-_read: dict[str, dict[str, int]] = {}
+@dataclass(frozen=True, eq=False)  # compared by identity: each reading is its own object
+class ServerReading:
+    """What a server said of its models' windows at one reading."""
+
+    windows: dict[str, int]
+
+    def window(self, model: str) -> int | None:
+        if model not in self.windows and len(self.windows) == 1:
+            # llama.cpp answers under any model name the one model it lists (by its file path).
+            return next(iter(self.windows.values()))
+        return self.windows.get(model)
+
+
+_read: dict[str, ServerReading] = {}
 _read_lock = threading.Lock()
 
 
-def server_context_window(base_url: str, model: str, api_key: str, timeout: float) -> int | None:
-    """The window the server states for ``model``, read once per process and server (the
-    other threads wait for the one reading); None when it states none."""
+def _read_into_cache(key: str, api_key: str, timeout: float) -> ServerReading:
+    """A new reading of the server at ``key``, kept for the process (call under _read_lock)."""
+    reading = ServerReading(read_context_windows(key, api_key, min(timeout, DISCOVERY_TIMEOUT_SECONDS)))
+    if reading.windows:
+        log.info("the LLM server states context windows %s", reading.windows)
+    _read[key] = reading
+    return reading
+
+
+def server_reading(base_url: str, api_key: str, timeout: float) -> ServerReading:
+    """What the server says of its windows, read once per process and server (the other
+    threads wait for the one reading)."""
     key = base_url.rstrip("/")
     with _read_lock:
-        if key not in _read:
-            _read[key] = read_context_windows(key, api_key, min(timeout, DISCOVERY_TIMEOUT_SECONDS))
-            if _read[key]:
-                log.info("the LLM server states context windows %s", _read[key])
-        windows = _read[key]
-    if model not in windows and len(windows) == 1:
-        # llama.cpp answers under any model name the one model it lists (by its file path).
-        return next(iter(windows.values()))
-    return windows.get(model)
+        return _read.get(key) or _read_into_cache(key, api_key, timeout)
+
+
+def reading_after(stale: ServerReading, base_url: str, api_key: str, timeout: float) -> ServerReading:
+    """The server read again in place of ``stale``; when another thread has done so already,
+    its reading (the requests a restarted server refuses at once make one reading)."""
+    key = base_url.rstrip("/")
+    with _read_lock:
+        current = _read.get(key)
+        if current is not None and current is not stale:
+            return current
+        return _read_into_cache(key, api_key, timeout)
+
+
+def server_context_window(base_url: str, model: str, api_key: str, timeout: float) -> int | None:
+    """The window the server states for ``model`` (see ``server_reading``); None when it
+    states none."""
+    return server_reading(base_url, api_key, timeout).window(model)
 
 
 def forget_context_windows() -> None:
@@ -232,3 +271,29 @@ def context_window(setting: int | None, base_url: str, model: str, api_key: str,
     if setting is not None:
         return setting or None
     return server_context_window(base_url, model, api_key, timeout)
+
+
+def send_within_window(send: Callable[[int | None], T], setting: int | None, base_url: str,
+                       model: str, api_key: str, timeout: float) -> T:
+    """``send(window)``: a request sized to ``context_window``'s window (None: unknown).
+
+    When that window is the server's word (or its silence) and the server refuses the request
+    for its length, the server may have been restarted with a smaller window (or another
+    model) since it was read: it is read again, and a window smaller than the one the request
+    was sized to (or one where it stated none) is the one it is sized to and sent once more.
+    Otherwise the refusal stands: a setting is the user's word, and the same window would
+    size the same request."""
+    if setting is not None:
+        return send(setting or None)
+    reading = server_reading(base_url, api_key, timeout)
+    window = reading.window(model)
+    try:
+        return send(window)
+    except LLMContextLengthRefusedError:
+        fresh = reading_after(reading, base_url, api_key, timeout).window(model)
+        if fresh is None or (window is not None and fresh >= window):
+            raise
+    log.warning("the LLM server refused a request for its length (sized to %s) and now states "
+                "a %d-token context window for %s: sending it again sized to that",
+                f"a {window}-token context window" if window else "no known window", fresh, model)
+    return send(fresh)

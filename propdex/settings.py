@@ -29,8 +29,10 @@ from propdex.checks import CHECKS_VERSION
 # mode, boxes cut to the page; a table continued on the next page headed by its caption.
 # 9: a PDF with under 20 characters of text that is no scan is indexed, not skipped; layout
 # reader: a phrase the table grid cut read from the rectangle of the whole phrase, so that no
-# piece of it is repeated or lost where a superscript lies across the cut.
-PIPELINE_VERSION = "9"
+# piece of it is repeated or lost where a superscript lies across the cut. 10: layout reader:
+# a table cell printed across rows given to each of them, a row the grid cut through a cell
+# of several lines joined to the row above.
+PIPELINE_VERSION = "10"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -33,6 +33,7 @@ import pymupdf
 from propdex.extract.layout import Block
 from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
 from propdex.extract.spans import (
+    cell_text,
     footnotes_text,
     lines_text,
     page_spans,
@@ -40,6 +41,14 @@ from propdex.extract.spans import (
     superscript_cell_text,
 )
 from propdex.extract.table_cells import spanned_phrases
+from propdex.extract.table_rows import (
+    Rule,
+    continuation_rows,
+    horizontal_rules,
+    merge_rows,
+    spanning_cells,
+    union,
+)
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -68,6 +77,15 @@ class Piece:
     # The box's lines as printed, with their rectangles (for the furniture detector)
     lines: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
     kind: str = ""  # the engine's box class ("text", "caption", "table"...)
+
+
+@dataclass
+class TablePage:
+    """What mending a page's tables reads besides the engine's grid: the page's words
+    (``get_text("words")``) and horizontal rules."""
+
+    words: list[tuple] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
 
 
 @dataclass
@@ -128,15 +146,17 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
     raw_spans = page_spans(doc.load_page(index))
-    # The words are needed only to rejoin table cells (propdex.extract.table_cells).
-    words = (doc.load_page(index).get_text("words")
-             if any(box.boxclass == "table" for box in page.boxes) else [])
+    # Words and rules are needed only to mend table cells and rows (table_cells, table_rows).
+    tables = TablePage()
+    if any(box.boxclass == "table" for box in page.boxes):
+        tables = TablePage(doc.load_page(index).get_text("words"),
+                           horizontal_rules(doc.load_page(index)))
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
         lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
                  for line in box.textlines or [] if line["spans"]]
-        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, words)
+        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, tables)
         if piece is not None and piece.text:
             piece.lines = lines
             piece.parts = [(start, end, _within(part, rect)) for start, end, part in piece.parts]
@@ -205,11 +225,11 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
 
 
 def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]],
-               words: list[tuple]) -> Piece | None:
+               tables: TablePage) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        piece = _table_piece(box.table or {}, rect, raw_spans, words)
+        piece = _table_piece(box.table or {}, rect, raw_spans, tables)
         if piece is not None:
             piece.kind = kind
         return piece
@@ -280,34 +300,39 @@ def _cells(row: list[str | None], rects, raw: dict[int, list[dict]], words: list
         # Read from the rectangle of the whole phrase: a span of the page lies in one cell
         # or the next by its centre, so the cells' own readings could repeat or drop a piece
         # ("abo" | "about 2.3 · 10^19").
-        text = superscript_cell_text(_union(rects[phrase.first:phrase.last + 1]), raw)
+        text = superscript_cell_text(union(rects[phrase.first:phrase.last + 1]), raw)
         for n in range(phrase.first, phrase.last + 1):
             texts[n] = (text or phrase.text) if header or n == phrase.first else ""
     return [_cell(text) for text in texts]
 
 
-def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tuple],
+def _table_piece(table: dict, rect, raw: dict[int, list[dict]], page: TablePage,
                  ) -> Piece | None:
     """A pipe table, one row per line, the first row as its header; each row records the
-    rectangle its cells span."""
-    rows = table.get("extract") or []
-    cells = table.get("cells") or []
-    shown = [index for index, row in enumerate(rows) if any(_cell(c) for c in row)]
-    kept = [
-        (_cells(rows[index], cells[index] if index < len(cells) else None, raw, words,
-                header=index == shown[0]),
-         cells[index] if index < len(cells) else None)
-        for index in shown
-    ]
-    if not kept:
+    rectangle its cells span. Rows the grid cut in two are joined, and a cell printed across
+    rows is given to each of them (``propdex.extract.table_rows``)."""
+    grid = table.get("extract") or []
+    boxes = table.get("cells") or []
+    rows = [(list(grid[n]), list(boxes[n]) if n < len(boxes) and boxes[n] else [None] * len(grid[n]))
+            for n in range(len(grid)) if any(_cell(c) for c in grid[n])]
+    if not rows:
         return None
+    texts, rects = [r for r, _ in rows], [b for _, b in rows]
+    texts, rects = merge_rows(texts, rects, continuation_rows(texts, rects, page.words, page.rules))
+    spread = _spread_spanning_cells(texts, rects, raw, page)
+    kept = [
+        (_cells(texts[index], rects[index], raw, page.words, header=index == 0), rects[index])
+        for index in range(len(texts))
+        if any(_cell(text) for column, text in enumerate(texts[index])
+               if (index, column) not in spread)
+    ]
     width = max(len(row) for row, _ in kept)
     lines: list[str] = []
     parts = []
     offset = 0
     for index, (row, row_cells) in enumerate(kept):
         line = "|" + "|".join(row + [""] * (width - len(row))) + "|"
-        parts.append((offset, offset + len(line), _row_rect(row_cells, rect)))
+        parts.append((offset, offset + len(line), union(row_cells) or rect))
         lines.append(line)
         offset += len(line) + 1
         if index == 0:
@@ -317,19 +342,20 @@ def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tupl
     return Piece("\n".join(lines), parts)
 
 
-def _row_rect(row_cells, table_rect):
-    return _union(row_cells) or table_rect
-
-
-def _union(rects) -> tuple[float, float, float, float] | None:
-    """The rectangle ``rects`` span, gaps (None) left out; None when there is none."""
-    boxes = [c for c in rects or [] if c]
-    if not boxes:
-        return None
-    return (
-        float(min(c[0] for c in boxes)), float(min(c[1] for c in boxes)),
-        float(max(c[2] for c in boxes)), float(max(c[3] for c in boxes)),
-    )
+def _spread_spanning_cells(texts: list[list[str | None]], rects: list[list],
+                           raw: dict[int, list[dict]], page: TablePage) -> set[tuple[int, int]]:
+    """Give each cell printed across rows below the header, read whole from its rectangle,
+    to every row it spans; the (row, column) slots filled so."""
+    filled = set()
+    for span in spanning_cells(rects, page.words, page.rules, body=1):
+        rows = range(span.first, span.last + 1)
+        box = union([rects[row][span.column] for row in rows])
+        pieces = " ".join((texts[row][span.column] or "").strip() for row in rows)
+        text = cell_text(box, raw) or " ".join(pieces.split())
+        for row in rows:
+            texts[row][span.column], rects[row][span.column] = text, box
+            filled.add((row, span.column))
+    return filled
 
 
 def heading_levels(sizes: set[int]) -> dict[int, int]:

@@ -31,7 +31,8 @@ from propdex.checks import CHECKS_VERSION
 # reader: a phrase the table grid cut read from the rectangle of the whole phrase, so that no
 # piece of it is repeated or lost where a superscript lies across the cut. 10: layout reader:
 # a table cell printed across rows given to each of them, a row the grid cut through a cell
-# of several lines joined to the row above.
+# of several lines joined to the row above; a heading the engine took into a running
+# header's box a Markdown heading.
 PIPELINE_VERSION = "10"
 
 LLMStep = Literal["context", "propositions", "grading"]

@@ -54,6 +54,10 @@ from propdex.models import PageBox, SectionHint, TextRegion
 PARAGRAPH_SEPARATOR = "\n\n"
 OCR_LANGUAGE = "eng"
 _HEADINGS = ("title", "section-header")
+_FURNITURE = ("page-header", "page-footer")
+# What is left of a page header box once its running header is out is a heading when set
+# this much larger than the page's body text (headings are; a date or a note is not).
+HEADING_SIZE_RATIO = 1.2
 _MAX_HEADING_LEVEL = 6
 _NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
 _SENTENCE_ENDS = (".", "!", "?", ":", ";")
@@ -74,8 +78,9 @@ class Piece:
     text: str
     parts: list[tuple[int, int, tuple[float, float, float, float]]]
     heading_size: int | None = None
-    # The box's lines as printed, with their rectangles (for the furniture detector)
-    lines: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
+    # The box's lines as printed, with their rectangles and font sizes (for the furniture
+    # detector)
+    lines: list[tuple[str, tuple[float, float, float, float], float]] = field(default_factory=list)
     kind: str = ""  # the engine's box class ("text", "caption", "table"...)
 
 
@@ -154,7 +159,8 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
-        lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
+        lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])),
+                  max(float(s["size"]) for s in line["spans"]))
                  for line in box.textlines or [] if line["spans"]]
         piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, tables)
         if piece is not None and piece.text:
@@ -199,14 +205,17 @@ def furniture_blocks(page: PagePieces) -> tuple[list[Block], list[tuple[int, int
     offer none: a table header repeated atop each page of a long table is content."""
     blocks, owners = [], []
     for piece_index, piece in enumerate(page.pieces):
-        for line_index, (text, rect) in enumerate(piece.lines):
+        for line_index, (text, rect, _) in enumerate(piece.lines):
             blocks.append(Block(*rect, text + "\n"))
             owners.append((piece_index, line_index))
     return blocks, owners
 
 
 def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
-    """Leave out the (piece index, line index) lines the furniture detector found."""
+    """Leave out the (piece index, line index) lines the furniture detector found. What is
+    left of a page header or footer box set larger than the page's body text is a heading:
+    the engine takes a heading printed right under a running header into the header's box."""
+    body = _body_size(page)
     kept_pieces = []
     for index, piece in enumerate(page.pieces):
         gone = {line for piece_index, line in removed if piece_index == index}
@@ -215,13 +224,35 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
             continue
         page.furniture_lines += len(gone)
         kept = [line for number, line in enumerate(piece.lines) if number not in gone]
-        joined = " ".join(text for text, _ in kept)
+        size = min((line_size for _, _, line_size in kept), default=0.0)
+        if (piece.kind in _FURNITURE and piece.heading_size is None and body
+                and size >= HEADING_SIZE_RATIO * body):
+            piece.heading_size, piece.kind = round(size), "section-header"
+        joined = " ".join(text for text, _, _ in kept)
         text = _one_line(joined) if piece.heading_size is not None else normalise_pdf_text(joined)
         if text:
+            box = union([rect for _, rect, _ in kept])
             piece.text, piece.lines = text, kept
-            piece.parts = [(0, len(text), piece.parts[0][2])]
+            piece.parts = [(0, len(text), _intersection(box, piece.parts[0][2]))]
             kept_pieces.append(piece)
     page.pieces = kept_pieces
+
+
+def _body_size(page: PagePieces) -> float | None:
+    """The font size most of the page's running text is set in (by characters)."""
+    sizes: dict[float, int] = {}
+    for piece in page.pieces:
+        if piece.kind == "text":
+            for text, _, size in piece.lines:
+                sizes[round(size, 1)] = sizes.get(round(size, 1), 0) + len(text)
+    return max(sizes, key=sizes.__getitem__) if sizes else None
+
+
+def _intersection(box, bounds):
+    """``box`` cut to ``bounds`` (both (x0, y0, x1, y1)); ``bounds`` where they do not meet."""
+    x0, y0 = max(box[0], bounds[0]), max(box[1], bounds[1])
+    x1, y1 = min(box[2], bounds[2]), min(box[3], bounds[3])
+    return (x0, y0, x1, y1) if x0 < x1 and y0 < y1 else bounds
 
 
 def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]],

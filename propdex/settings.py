@@ -32,7 +32,9 @@ from propdex.checks import CHECKS_VERSION
 # piece of it is repeated or lost where a superscript lies across the cut. 10: layout reader:
 # a table cell printed across rows given to each of them, a row the grid cut through a cell
 # of several lines joined to the row above; a heading the engine took into a running
-# header's box a Markdown heading.
+# header's box a Markdown heading; a page whose text runs sideways as shown (a landscape
+# table, a wrong /Rotate) turned upright for the engine rather than read in fast mode, and
+# boxes of rotated pages in the page's unrotated space.
 PIPELINE_VERSION = "10"
 
 LLMStep = Literal["context", "propositions", "grading"]

@@ -456,3 +456,21 @@ def make_multiline_cell_table_pdf(path: str | Path, rows: Sequence = AUTONOMY_RO
     doc.save(path)
     doc.close()
     return path
+
+
+def make_turned_pdf(path: str | Path, source: str | Path, turn: int, rotate: int = 0) -> Path:
+    """The first page of ``source`` drawn turned by ``turn`` degrees (clockwise, in 90s) on a
+    page of its own, given the /Rotate ``rotate``: turn 90 with rotate 90 is a landscape page
+    shown upright, turn 90 with rotate 0 a page to be read sideways."""
+    path = Path(path)
+    with pymupdf.open(source) as original:
+        width, height = original[0].rect.width, original[0].rect.height
+        if turn % 180:
+            width, height = height, width
+        doc = pymupdf.open()
+        page = doc.new_page(width=width, height=height)
+        page.show_pdf_page(page.rect, original, 0, rotate=turn)
+        page.set_rotation(rotate)
+        doc.save(path)
+        doc.close()
+    return path

@@ -140,6 +140,9 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
 
         options = {"use_ocr": True, "ocr_function": tesseract_api.exec_ocr,
                    "ocr_language": OCR_LANGUAGE}
+    # The engine reads the page as shown (it takes out its /Rotate, rewriting the page);
+    # boxes are stored in the page's unrotated space, where MuPDF gives its text.
+    to_unrotated = doc.load_page(index).derotation_matrix
     with contextlib.redirect_stdout(io.StringIO()):  # it print()s a line before its messages
         parsed = document_layout.parse_document(doc, pages=[index], force_text=True, **options)
     page = parsed.pages[0]
@@ -165,7 +168,8 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
         piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, tables)
         if piece is not None and piece.text:
             piece.lines = lines
-            piece.parts = [(start, end, _within(part, rect)) for start, end, part in piece.parts]
+            piece.parts = [(start, end, _unrotated(_within(part, rect), to_unrotated))
+                           for start, end, part in piece.parts]
             result.pieces.append(piece)
     return result
 
@@ -177,6 +181,12 @@ def _within(box: tuple[float, float, float, float], page: pymupdf.Rect,
     x0, y0, x1, y1 = box
     return (min(max(x0, page.x0), page.x1), min(max(y0, page.y0), page.y1),
             max(min(x1, page.x1), page.x0), max(min(y1, page.y1), page.y0))
+
+
+def _unrotated(box: tuple[float, float, float, float], matrix: pymupdf.Matrix,
+               ) -> tuple[float, float, float, float]:
+    rect = (pymupdf.Rect(box) * matrix).normalize()
+    return (rect.x0, rect.y0, rect.x1, rect.y1)
 
 
 def _drop_illegible_ocr(boxes) -> None:

@@ -17,9 +17,13 @@ around every cell. So the page's horizontal rules are read here: they bound a ce
   whole and given to each of the rows. That is a group label in the table's first column,
   or any cell whose lines a row line cuts through (not a value that is merely alone in the
   middle row of a group). Without rules, a line the grid cut goes to the rows it lies on.
-* A **continuation row**: a cell of two lines or more goes on in the next row at its own line
-  pitch (no paragraph break), no rule between them, and the row's first filled column is
-  empty below or goes on the same way; the row is merged into the one above.
+* A **continuation row**, merged into the row above: a cell of two lines or more goes on in
+  it at its own line pitch (no paragraph break), no rule between them, and the first filled
+  column of the row above is empty in it or goes on the same way; or, in a table with rules
+  between rows, it fills only some columns, each under a cell of two lines or more with no
+  rule between. Rows of one line each (Table 3's inside a group) stay apart; so do rows of a
+  table without rules that the engine cut after the first line of every cell, which look
+  just like them.
 """
 
 from __future__ import annotations

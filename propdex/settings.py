@@ -29,8 +29,13 @@ from propdex.checks import CHECKS_VERSION, PROPOSITION_CHECKS_VERSION
 # mode, boxes cut to the page; a table continued on the next page headed by its caption.
 # 9: a PDF with under 20 characters of text that is no scan is indexed, not skipped; layout
 # reader: a phrase the table grid cut read from the rectangle of the whole phrase, so that no
-# piece of it is repeated or lost where a superscript lies across the cut.
-PIPELINE_VERSION = "9"
+# piece of it is repeated or lost where a superscript lies across the cut. 10: layout reader:
+# a table cell printed across rows given to each of them, a row the grid cut through a cell
+# of several lines joined to the row above; a heading the engine took into a running
+# header's box a Markdown heading; a page whose text runs sideways as shown (a landscape
+# table, a wrong /Rotate) turned upright for the engine rather than read in fast mode, and
+# boxes of rotated pages in the page's unrotated space.
+PIPELINE_VERSION = "10"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

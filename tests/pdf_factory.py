@@ -298,14 +298,20 @@ LABELLED = [
 LABELLED_COLUMNS = (MARGIN, 200, 290, 380, 470)
 
 
+def _captioned_page(heading: str, caption: str, baseline: float) -> tuple[pymupdf.Document, pymupdf.Page]:
+    """A new one-page document: ``heading`` in 18 pt, ``caption`` in 10 pt at ``baseline``."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    page.insert_text((MARGIN, 80), heading, fontsize=18)
+    page.insert_text((MARGIN, baseline), caption, fontsize=10)
+    return doc, page
+
+
 def make_row_label_table_pdf(path: str | Path) -> Path:
     """One page: a heading, a "Table 1" caption and LABELLED in 10 pt, a line around each
     cell, the row label's cell over two rows (no line through it)."""
     path = Path(path)
-    doc = pymupdf.open()
-    page = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
-    page.insert_text((MARGIN, 80), "Results", fontsize=18)
-    page.insert_text((MARGIN, 120), "Table 1: Scores of the models", fontsize=10)
+    doc, page = _captioned_page("Results", "Table 1: Scores of the models", 120)
     top, pitch = 140, 20
     for number, row in enumerate(LABELLED):
         for column, cell in enumerate(row):
@@ -356,4 +362,115 @@ def make_continued_table_pdf(path: str | Path, header: Sequence[str],
         _ruled_rows(page, top, [header, *rows])
     doc.save(path)
     doc.close()
+    return path
+
+
+
+# Table 3 of the Transformer paper in small: row groups whose label is centred over their
+# rows, rules only between the groups (and after the label column).
+VARIANTS_HEADER = ["", "h", "dk", "PPL", "BLEU"]
+VARIANT_GROUPS = [
+    ("base", [["8", "64", "4.92", "25.8"]]),
+    ("(A)", [["1", "512", "5.29", "24.9"], ["4", "128", "5.00", "25.5"],
+             ["16", "32", "4.91", "25.8"], ["32", "16", "5.01", "25.4"]]),
+    ("(B)", [["", "16", "5.16", "25.1"], ["", "32", "5.01", "25.4"], ["", "8", "5.30", "24.8"]]),
+    ("big", [["16", "", "4.33", "26.4"]]),
+]
+VARIANT_COLUMNS = (MARGIN, 110, 160, 220, 290, 360)
+
+
+def make_row_group_table_pdf(path: str | Path) -> Path:
+    """One page: a heading, a "Table 3" caption and VARIANT_GROUPS in 9 pt, one line per row,
+    each group's label centred over its rows, a rule above and below each group and one
+    between the label column and the rest."""
+    path = Path(path)
+    doc, page = _captioned_page("Variations", "Table 3: Variations on the base model", 115)
+    pitch, top = 11, 130
+    rules = [top]
+    for x, cell in zip(VARIANT_COLUMNS[1:], VARIANTS_HEADER[1:], strict=False):
+        page.insert_text((x + 4, top + 10), cell, fontsize=9)
+    rules.append(top + 14)
+    for label, rows in VARIANT_GROUPS:
+        start = rules[-1] + 2
+        for number, row in enumerate(rows):
+            for x, cell in zip(VARIANT_COLUMNS[1:], row, strict=False):
+                page.insert_text((x + 4, start + (number + 1) * pitch - 2), cell, fontsize=9)
+        middle = start + len(rows) * pitch / 2
+        page.insert_text((VARIANT_COLUMNS[0] + 4, middle + 3), label, fontsize=9)
+        rules.append(start + len(rows) * pitch + 2)
+    for y in rules:
+        page.draw_line((VARIANT_COLUMNS[0], y), (VARIANT_COLUMNS[-1], y))
+    page.draw_line((VARIANT_COLUMNS[1], rules[0]), (VARIANT_COLUMNS[1], rules[-1]))
+    page.insert_text((MARGIN, rules[-1] + 30), "More heads help up to a point.", fontsize=BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+# Table 2 of levels_of_agi: cells of several lines, paragraphs in a cell a blank line apart.
+AUTONOMY_HEADER = [["Autonomy Level"], ["Example Systems"], ["Unlocking", "AGI Level(s)"],
+                   ["Example Risks", "Introduced"]]
+AUTONOMY_ROWS = [
+    [["Autonomy Level 0:", "No AI", "human does every-", "thing"],
+     ["Analogue approaches (e.g.,", "sketching with pencil on paper)", "", "Non-AI digital workflows",
+      "(e.g., typing in a text editor;", "drawing in a paint program)"],
+     ["No AI"], ["n/a (status quo risks)"]],
+    [["Autonomy Level 1:", "AI as a Tool", "human fully controls", "task and uses AI to",
+      "automate mundane", "sub-tasks"],
+     ["Information-seeking with the", "aid of a search engine", "", "Revising writing with the",
+      "aid of a grammar-checking", "program", "", "Reading a sign with a", "machine translation app"],
+     ["Possible:", "Emerging Narrow AI", "", "Likely:", "Competent Narrow", "AI"],
+     ["de-skilling", "(e.g., over-reliance)", "", "disruption of", "established", "industries"]],
+    [["Autonomy Level 2:", "AI as a Consultant", "AI takes on a", "substantive role, but",
+      "only when invoked by", "a human"],
+     ["Relying on a language model", "to summarize a set of documents", "",
+      "Accelerating computer program-", "ming with a code-generating", "model"],
+     ["Possible:", "Competent Narrow", "AI", "", "Likely:", "Expert Narrow AI"],
+     ["over-trust", "", "radicalization", "", "targeted", "manipulation"]],
+]
+# Level 1 with a first cell long enough to run past the blank lines of the cells beside it.
+AUTONOMY_ROWS_LONG_LABEL = [
+    AUTONOMY_ROWS[0],
+    [[*AUTONOMY_ROWS[1][0][:5], "sub-tasks, such as", "spelling, search", "and the translation",
+      "of short signs"], *AUTONOMY_ROWS[1][1:]],
+    AUTONOMY_ROWS[2],
+]
+AUTONOMY_COLUMNS = (68, 168, 332, 443, 554)
+
+
+def make_multiline_cell_table_pdf(path: str | Path, rows: Sequence = AUTONOMY_ROWS) -> Path:
+    """One page: a heading, a "Table 2" caption and AUTONOMY_HEADER over ``rows`` in 10 pt,
+    each cell's lines 13.5 pt apart from its row's top, a rule above and below each row."""
+    path = Path(path)
+    doc, page = _captioned_page("Autonomy", "Table 2: Levels of autonomy and their risks", 115)
+    pitch = 13.5
+    tops = [130.0]
+    for row in [AUTONOMY_HEADER, *rows]:
+        for x, lines in zip(AUTONOMY_COLUMNS, row, strict=False):
+            for number, line in enumerate(lines):
+                page.insert_text((x + 4, tops[-1] + 12 + number * pitch), line, fontsize=10)
+        tops.append(tops[-1] + max(len(lines) for lines in row) * pitch + 6)
+    for y in tops:
+        page.draw_line((AUTONOMY_COLUMNS[0], y), (AUTONOMY_COLUMNS[-1], y))
+    page.insert_text((MARGIN, tops[-1] + 30), "Higher levels carry more risk.", fontsize=BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def make_turned_pdf(path: str | Path, source: str | Path, turn: int, rotate: int = 0) -> Path:
+    """The first page of ``source`` drawn turned by ``turn`` degrees (clockwise, in 90s) on a
+    page of its own, given the /Rotate ``rotate``: turn 90 with rotate 90 is a landscape page
+    shown upright, turn 90 with rotate 0 a page to be read sideways."""
+    path = Path(path)
+    with pymupdf.open(source) as original:
+        width, height = original[0].rect.width, original[0].rect.height
+        if turn % 180:
+            width, height = height, width
+        doc = pymupdf.open()
+        page = doc.new_page(width=width, height=height)
+        page.show_pdf_page(page.rect, original, 0, rotate=turn)
+        page.set_rotation(rotate)
+        doc.save(path)
+        doc.close()
     return path

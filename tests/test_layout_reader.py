@@ -23,6 +23,7 @@ from tests.pdf_factory import (
     TABLE_TOP,
     make_pdf,
     make_table_pdf,
+    make_turned_pdf,
     make_two_column_pdf,
 )
 from tests.store_rows import DIM, make_version
@@ -226,14 +227,40 @@ def test_a_page_the_engine_finds_no_text_on_is_read_in_fast_mode(tmp_path: Path,
     assert ([2], page(fast, 2)) == (doc.layout_fallback_pages, page(doc, 2))
 
 
-def test_a_rotated_page_is_read_in_fast_mode(tmp_path: Path) -> None:
+def test_a_page_shown_sideways_by_its_rotate_is_read_upright(tmp_path: Path) -> None:
+    # The engine reads a page as shown: with /Rotate 90 the text of this page runs sideways.
     path = make_pdf(tmp_path / "two.pdf", SURVEY[:2])
     with pymupdf.open(path) as pdf:
         pdf[0].set_rotation(90)
         pdf.save(tmp_path / "rotated.pdf")
-    fast = extract_document(tmp_path / "rotated.pdf", FAST)
     doc = extract_document(tmp_path / "rotated.pdf", LAYOUT)
-    assert ([1], page(fast, 1)) == (doc.layout_fallback_pages, page(doc, 1))
+    assert ([], extract_document(path, LAYOUT).text) == (doc.layout_fallback_pages, doc.text)
+
+
+@pytest.mark.parametrize(("turn", "rotate"), [(90, 90), (-90, 270), (90, 0)],
+                         ids=["landscape", "landscape-270", "sideways"])
+def test_a_table_on_a_turned_page_keeps_its_rows(built, tmp_path, turn: int, rotate: int) -> None:
+    # A landscape page (its content turned, its /Rotate turning it back) or a table printed
+    # sideways on a portrait page (read by turning the page).
+    path = make_turned_pdf(tmp_path / "turned.pdf", built["ruled"], turn, rotate)
+    assert MINERAL_TABLE in extract_document(path, LAYOUT).text
+
+
+def test_the_boxes_of_a_turned_page_cover_its_rows(built, tmp_path) -> None:
+    # In the page's unrotated space, where MuPDF gives the page's text.
+    path = make_turned_pdf(tmp_path / "turned.pdf", built["ruled"], 90, 90)
+    doc = extract_document(path, LAYOUT)
+    uncovered = []
+    with pymupdf.open(path) as pdf:
+        for row in MINERAL_TABLE.split("\n"):
+            if "---" in row:
+                continue
+            start = doc.text.index(row)
+            [box] = boxes_for_span(doc.regions, start, start + len(row))
+            printed = pdf[0].get_text("text", clip=pymupdf.Rect(box.x0, box.y0, box.x1, box.y1)
+                                      + (-1, -1, 1, 1))
+            uncovered += [w for w in words(row.replace("|", " ")) if w not in printed]
+    assert [] == uncovered
 
 
 def test_the_fallback_page_has_a_box_of_the_whole_page(tmp_path: Path, monkeypatch) -> None:

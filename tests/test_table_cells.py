@@ -1,6 +1,6 @@
 """A phrase the layout engine's table grid cuts at a column boundary (a group header over two
-columns, a value centred across two) is stored as one cell again; a row label printed over
-two rows keeps its text."""
+columns, a value centred across two) is stored as one cell again (a cell printed across rows:
+test_table_rows)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from propdex.extract.table_cells import spanned_phrases
 from propdex.llm.offline_rules.tables import table_row_propositions
 from propdex.models import ExtractedDocument
 from propdex.settings import Settings
-from tests.pdf_factory import TextPiece, make_grouped_table_pdf, make_row_label_table_pdf
+from tests.pdf_factory import TextPiece, make_grouped_table_pdf
 
 
 def layout_text(path: Path) -> str:
@@ -76,15 +76,6 @@ def test_a_cut_value_keeps_its_exponent(tmp_path) -> None:
     # The exponent lies in the left-hand cell, which alone holds no superscript reading.
     pieces = [("2.3 · 10", "helv", 9, 0), ("19", "helv", 6, 3.5), (" for both", "tiro", 9, 0)]
     assert "|Transformer|28.4|41.8|2.3 · 10^19 for both||" == last_row(tmp_path, pieces)
-
-
-def test_a_row_label_printed_over_two_rows_keeps_its_text(tmp_path) -> None:
-    # The engine's grid reads "(A)" by character, its letter in the upper row, its brackets
-    # in the lower: neither is emptied nor joined into the other.
-    table = rows(layout_text(make_row_label_table_pdf(tmp_path / "labelled.pdf")))
-    first, second = (row.split("|")[1] for row in table[1:3])
-    assert (["|24.6|39.9|2.3e19|", "|25.1|40.4|9.6e18|"], sorted("(A)")) == (
-        [row[row.index("|", 1):] for row in table[1:3]], sorted(first + second))
 
 
 def engine_table(path: Path) -> tuple[pymupdf.Page, dict]:

@@ -33,6 +33,7 @@ import pymupdf
 from propdex.extract.layout import Block
 from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
 from propdex.extract.spans import (
+    cell_text,
     footnotes_text,
     lines_text,
     page_spans,
@@ -40,11 +41,23 @@ from propdex.extract.spans import (
     superscript_cell_text,
 )
 from propdex.extract.table_cells import spanned_phrases
+from propdex.extract.table_rows import (
+    Rule,
+    continuation_rows,
+    horizontal_rules,
+    merge_rows,
+    spanning_cells,
+    union,
+)
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
 OCR_LANGUAGE = "eng"
 _HEADINGS = ("title", "section-header")
+_FURNITURE = ("page-header", "page-footer")
+# What is left of a page header box once its running header is out is a heading when set
+# this much larger than the page's body text (headings are; a date or a note is not).
+HEADING_SIZE_RATIO = 1.2
 _MAX_HEADING_LEVEL = 6
 _NUMBERED_ITEM = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "[", "(")
 _SENTENCE_ENDS = (".", "!", "?", ":", ";")
@@ -65,9 +78,19 @@ class Piece:
     text: str
     parts: list[tuple[int, int, tuple[float, float, float, float]]]
     heading_size: int | None = None
-    # The box's lines as printed, with their rectangles (for the furniture detector)
-    lines: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
+    # The box's lines as printed, with their rectangles and font sizes (for the furniture
+    # detector)
+    lines: list[tuple[str, tuple[float, float, float, float], float]] = field(default_factory=list)
     kind: str = ""  # the engine's box class ("text", "caption", "table"...)
+
+
+@dataclass
+class TablePage:
+    """What mending a page's tables reads besides the engine's grid: the page's words
+    (``get_text("words")``) and horizontal rules."""
+
+    words: list[tuple] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +140,9 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
 
         options = {"use_ocr": True, "ocr_function": tesseract_api.exec_ocr,
                    "ocr_language": OCR_LANGUAGE}
+    # The engine reads the page as shown (it takes out its /Rotate, rewriting the page);
+    # boxes are stored in the page's unrotated space, where MuPDF gives its text.
+    to_unrotated = doc.load_page(index).derotation_matrix
     with contextlib.redirect_stdout(io.StringIO()):  # it print()s a line before its messages
         parsed = document_layout.parse_document(doc, pages=[index], force_text=True, **options)
     page = parsed.pages[0]
@@ -128,18 +154,22 @@ def read_page(doc: pymupdf.Document, index: int, ocr: bool) -> PagePieces:
                              for line in box.textlines or [] for span in line["spans"])
     levels = document_layout.create_list_item_levels(page.boxes)
     raw_spans = page_spans(doc.load_page(index))
-    # The words are needed only to rejoin table cells (propdex.extract.table_cells).
-    words = (doc.load_page(index).get_text("words")
-             if any(box.boxclass == "table" for box in page.boxes) else [])
+    # Words and rules are needed only to mend table cells and rows (table_cells, table_rows).
+    tables = TablePage()
+    if any(box.boxclass == "table" for box in page.boxes):
+        tables = TablePage(doc.load_page(index).get_text("words"),
+                           horizontal_rules(doc.load_page(index)))
     for number, box in enumerate(page.boxes):
         box_rect = (float(box.x0), float(box.y0), float(box.x1), float(box.y1))
         # Lines before rendering: the renderers consume the spans of list items.
-        lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])))
+        lines = [("".join(s["text"] for s in line["spans"]), tuple(map(float, line["bbox"])),
+                  max(float(s["size"]) for s in line["spans"]))
                  for line in box.textlines or [] if line["spans"]]
-        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, words)
+        piece = _box_piece(box, box_rect, levels.get(number, 1), raw_spans, tables)
         if piece is not None and piece.text:
             piece.lines = lines
-            piece.parts = [(start, end, _within(part, rect)) for start, end, part in piece.parts]
+            piece.parts = [(start, end, _unrotated(_within(part, rect), to_unrotated))
+                           for start, end, part in piece.parts]
             result.pieces.append(piece)
     return result
 
@@ -151,6 +181,12 @@ def _within(box: tuple[float, float, float, float], page: pymupdf.Rect,
     x0, y0, x1, y1 = box
     return (min(max(x0, page.x0), page.x1), min(max(y0, page.y0), page.y1),
             max(min(x1, page.x1), page.x0), max(min(y1, page.y1), page.y0))
+
+
+def _unrotated(box: tuple[float, float, float, float], matrix: pymupdf.Matrix,
+               ) -> tuple[float, float, float, float]:
+    rect = (pymupdf.Rect(box) * matrix).normalize()
+    return (rect.x0, rect.y0, rect.x1, rect.y1)
 
 
 def _drop_illegible_ocr(boxes) -> None:
@@ -179,14 +215,17 @@ def furniture_blocks(page: PagePieces) -> tuple[list[Block], list[tuple[int, int
     offer none: a table header repeated atop each page of a long table is content."""
     blocks, owners = [], []
     for piece_index, piece in enumerate(page.pieces):
-        for line_index, (text, rect) in enumerate(piece.lines):
+        for line_index, (text, rect, _) in enumerate(piece.lines):
             blocks.append(Block(*rect, text + "\n"))
             owners.append((piece_index, line_index))
     return blocks, owners
 
 
 def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
-    """Leave out the (piece index, line index) lines the furniture detector found."""
+    """Leave out the (piece index, line index) lines the furniture detector found. What is
+    left of a page header or footer box set larger than the page's body text is a heading:
+    the engine takes a heading printed right under a running header into the header's box."""
+    body = _body_size(page)
     kept_pieces = []
     for index, piece in enumerate(page.pieces):
         gone = {line for piece_index, line in removed if piece_index == index}
@@ -195,21 +234,43 @@ def drop_furniture(page: PagePieces, removed: set[tuple[int, int]]) -> None:
             continue
         page.furniture_lines += len(gone)
         kept = [line for number, line in enumerate(piece.lines) if number not in gone]
-        joined = " ".join(text for text, _ in kept)
+        size = min((line_size for _, _, line_size in kept), default=0.0)
+        if (piece.kind in _FURNITURE and piece.heading_size is None and body
+                and size >= HEADING_SIZE_RATIO * body):
+            piece.heading_size, piece.kind = round(size), "section-header"
+        joined = " ".join(text for text, _, _ in kept)
         text = _one_line(joined) if piece.heading_size is not None else normalise_pdf_text(joined)
         if text:
+            box = union([rect for _, rect, _ in kept])
             piece.text, piece.lines = text, kept
-            piece.parts = [(0, len(text), piece.parts[0][2])]
+            piece.parts = [(0, len(text), _intersection(box, piece.parts[0][2]))]
             kept_pieces.append(piece)
     page.pieces = kept_pieces
 
 
+def _body_size(page: PagePieces) -> float | None:
+    """The font size most of the page's running text is set in (by characters)."""
+    sizes: dict[float, int] = {}
+    for piece in page.pieces:
+        if piece.kind == "text":
+            for text, _, size in piece.lines:
+                sizes[round(size, 1)] = sizes.get(round(size, 1), 0) + len(text)
+    return max(sizes, key=sizes.__getitem__) if sizes else None
+
+
+def _intersection(box, bounds):
+    """``box`` cut to ``bounds`` (both (x0, y0, x1, y1)); ``bounds`` where they do not meet."""
+    x0, y0 = max(box[0], bounds[0]), max(box[1], bounds[1])
+    x1, y1 = min(box[2], bounds[2]), min(box[3], bounds[3])
+    return (x0, y0, x1, y1) if x0 < x1 and y0 < y1 else bounds
+
+
 def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]],
-               words: list[tuple]) -> Piece | None:
+               tables: TablePage) -> Piece | None:
     document_layout, _ = _engine()
     kind = box.boxclass
     if kind == "table":
-        piece = _table_piece(box.table or {}, rect, raw_spans, words)
+        piece = _table_piece(box.table or {}, rect, raw_spans, tables)
         if piece is not None:
             piece.kind = kind
         return piece
@@ -280,34 +341,39 @@ def _cells(row: list[str | None], rects, raw: dict[int, list[dict]], words: list
         # Read from the rectangle of the whole phrase: a span of the page lies in one cell
         # or the next by its centre, so the cells' own readings could repeat or drop a piece
         # ("abo" | "about 2.3 · 10^19").
-        text = superscript_cell_text(_union(rects[phrase.first:phrase.last + 1]), raw)
+        text = superscript_cell_text(union(rects[phrase.first:phrase.last + 1]), raw)
         for n in range(phrase.first, phrase.last + 1):
             texts[n] = (text or phrase.text) if header or n == phrase.first else ""
     return [_cell(text) for text in texts]
 
 
-def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tuple],
+def _table_piece(table: dict, rect, raw: dict[int, list[dict]], page: TablePage,
                  ) -> Piece | None:
     """A pipe table, one row per line, the first row as its header; each row records the
-    rectangle its cells span."""
-    rows = table.get("extract") or []
-    cells = table.get("cells") or []
-    shown = [index for index, row in enumerate(rows) if any(_cell(c) for c in row)]
-    kept = [
-        (_cells(rows[index], cells[index] if index < len(cells) else None, raw, words,
-                header=index == shown[0]),
-         cells[index] if index < len(cells) else None)
-        for index in shown
-    ]
-    if not kept:
+    rectangle its cells span. Rows the grid cut in two are joined, and a cell printed across
+    rows is given to each of them (``propdex.extract.table_rows``)."""
+    grid = table.get("extract") or []
+    boxes = table.get("cells") or []
+    rows = [(list(grid[n]), list(boxes[n]) if n < len(boxes) and boxes[n] else [None] * len(grid[n]))
+            for n in range(len(grid)) if any(_cell(c) for c in grid[n])]
+    if not rows:
         return None
+    texts, rects = [r for r, _ in rows], [b for _, b in rows]
+    texts, rects = merge_rows(texts, rects, continuation_rows(texts, rects, page.words, page.rules))
+    spread = _spread_spanning_cells(texts, rects, raw, page)
+    kept = [
+        (_cells(texts[index], rects[index], raw, page.words, header=index == 0), rects[index])
+        for index in range(len(texts))
+        if any(_cell(text) for column, text in enumerate(texts[index])
+               if (index, column) not in spread)
+    ]
     width = max(len(row) for row, _ in kept)
     lines: list[str] = []
     parts = []
     offset = 0
     for index, (row, row_cells) in enumerate(kept):
         line = "|" + "|".join(row + [""] * (width - len(row))) + "|"
-        parts.append((offset, offset + len(line), _row_rect(row_cells, rect)))
+        parts.append((offset, offset + len(line), union(row_cells) or rect))
         lines.append(line)
         offset += len(line) + 1
         if index == 0:
@@ -317,19 +383,20 @@ def _table_piece(table: dict, rect, raw: dict[int, list[dict]], words: list[tupl
     return Piece("\n".join(lines), parts)
 
 
-def _row_rect(row_cells, table_rect):
-    return _union(row_cells) or table_rect
-
-
-def _union(rects) -> tuple[float, float, float, float] | None:
-    """The rectangle ``rects`` span, gaps (None) left out; None when there is none."""
-    boxes = [c for c in rects or [] if c]
-    if not boxes:
-        return None
-    return (
-        float(min(c[0] for c in boxes)), float(min(c[1] for c in boxes)),
-        float(max(c[2] for c in boxes)), float(max(c[3] for c in boxes)),
-    )
+def _spread_spanning_cells(texts: list[list[str | None]], rects: list[list],
+                           raw: dict[int, list[dict]], page: TablePage) -> set[tuple[int, int]]:
+    """Give each cell printed across rows below the header, read whole from its rectangle,
+    to every row it spans; the (row, column) slots filled so."""
+    filled = set()
+    for span in spanning_cells(rects, page.words, page.rules, body=1):
+        rows = range(span.first, span.last + 1)
+        box = union([rects[row][span.column] for row in rows])
+        pieces = " ".join((texts[row][span.column] or "").strip() for row in rows)
+        text = cell_text(box, raw) or " ".join(pieces.split())
+        for row in rows:
+            texts[row][span.column], rects[row][span.column] = text, box
+            filled.add((row, span.column))
+    return filled
 
 
 def heading_levels(sizes: set[int]) -> dict[int, int]:

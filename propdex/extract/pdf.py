@@ -251,11 +251,16 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
 def _engine_page(doc: pymupdf.Document, index: int, text_page: pymupdf.TextPage,
                  ocr: bool) -> engine.PagePieces | None:
     """The page as the layout engine reads it, or None where it cannot: an error of its
-    models or heuristics; a rotated page, which it reads as if upright (no text from its
-    paragraphs, tables cut across their columns); no text at all from a page with a text
-    layer of its own."""
-    if doc.load_page(index).rotation % 360:
-        return None
+    models or heuristics; no text at all from a page with a text layer of its own.
+
+    The engine reads a page as it is shown (it takes out the page's /Rotate first), and
+    finds no paragraphs or table columns in text running sideways: a page whose text runs
+    sideways as shown (a landscape table on a portrait page, a page given the wrong /Rotate)
+    gets the /Rotate that shows it upright before the engine reads it (in memory only)."""
+    upright = upright_rotation(text_page)
+    page = doc.load_page(index)
+    if doc.is_pdf and upright is not None and upright != page.rotation % 360:
+        page.set_rotation(upright)
     try:
         page = engine.read_page(doc, index, ocr and _lacks_text(text_page))
     except Exception:  # the engine's models and heuristics on a page they cannot handle
@@ -263,6 +268,31 @@ def _engine_page(doc: pymupdf.Document, index: int, text_page: pymupdf.TextPage,
     if not any(piece.text.strip() for piece in page.pieces) and not _lacks_text(text_page):
         return None
     return page
+
+
+# The line directions MuPDF reports (in the page's unrotated space) and the /Rotate that
+# shows such a line running left to right.
+_UPRIGHT_ROTATION = {(1, 0): 0, (0, -1): 90, (-1, 0): 180, (0, 1): 270}
+# A page is turned for the layout engine when this share of its text (by characters) runs
+# one way: a figure's labels set sideways (the word grids of attention's pages 14-15, 60% of
+# their characters) leave the page as it is shown.
+UPRIGHT_SHARE = 0.8
+
+
+def upright_rotation(text_page: pymupdf.TextPage) -> int | None:
+    """The /Rotate under which the page's text (UPRIGHT_SHARE of its characters) reads left
+    to right; None when no direction holds that much of it (or there is no text)."""
+    weights: dict[int, int] = {}
+    total = 0
+    for block in text_page.extractDICT()["blocks"]:
+        for line in block.get("lines", []):
+            chars = sum(len(span["text"].strip()) for span in line["spans"])
+            total += chars
+            rotation = _UPRIGHT_ROTATION.get(tuple(round(v) for v in line["dir"]))
+            if rotation is not None:
+                weights[rotation] = weights.get(rotation, 0) + chars
+    best = max(weights, key=weights.__getitem__, default=None)
+    return best if best is not None and weights[best] >= UPRIGHT_SHARE * total else None
 
 
 def _lacks_text(text_page: pymupdf.TextPage) -> bool:
@@ -293,7 +323,8 @@ def _fast_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> en
     """A page as fast mode reads it (without the cross-page furniture detection), as one
     piece covering the page."""
     text = normalise_pdf_text(page_text(page_blocks(_text_page(doc, index, path, source)), set()))
-    rect = doc.load_page(index).rect
+    page = doc.load_page(index)
+    rect = page.rect * page.derotation_matrix  # in the page's unrotated space, as all boxes
     pieces = [engine.Piece(text, [(0, len(text), tuple(rect))])] if text else []
     return engine.PagePieces(pieces, height=rect.height, top=rect.y0)
 

@@ -181,10 +181,8 @@ def _pieces(span: dict, raw: dict[int, list[dict]]) -> list[dict] | None:
     return found
 
 
-def superscript_cell_text(rect: tuple[float, float, float, float],
-                          raw: dict[int, list[dict]]) -> str | None:
-    """A table cell's text from the page's spans where the cell holds a superscript (its
-    plain extract reads "2.3 · 1019" for 2.3 · 10^19), else None."""
+def _cell_lines(rect: tuple[float, float, float, float], raw: dict[int, list[dict]]) -> list[dict]:
+    """The spans whose centre lies in ``rect`` as printed lines, each left to right."""
     lines: list[dict] = []
     for span in sorted(_spans_within(raw, rect), key=lambda s: s["bbox"][3]):
         # One printed line, as the engine joins them: tops or bottoms within LINE_TOLERANCE
@@ -197,6 +195,19 @@ def superscript_cell_text(rect: tuple[float, float, float, float],
             lines.append({"spans": [span]})
     for line in lines:
         line["spans"].sort(key=lambda s: s["bbox"][0])
+    return lines
+
+
+def cell_text(rect: tuple[float, float, float, float], raw: dict[int, list[dict]]) -> str:
+    """The text of the spans whose centre lies in ``rect`` (a table cell), spaced as printed."""
+    return lines_text(_cell_lines(rect, raw))
+
+
+def superscript_cell_text(rect: tuple[float, float, float, float],
+                          raw: dict[int, list[dict]]) -> str | None:
+    """A table cell's text from the page's spans where the cell holds a superscript (its
+    plain extract reads "2.3 · 1019" for 2.3 · 10^19), else None."""
+    lines = _cell_lines(rect, raw)
     if not any(is_raised(span, before) for line in lines
                for span, before in zip(line["spans"][1:], line["spans"], strict=False)):
         return None

@@ -76,8 +76,7 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "pdf_reader": "PDFs (and EPUB, XPS, MOBI, FB2): `layout` (PyMuPDF's layout engine) or "
                       "`fast` (plain text lines); null for text and Markdown.",
         "layout_fallback_pages": "Pages the layout engine failed on (an error, no text from a "
-                                 "page with a text layer, a rotated page), read in fast mode "
-                                 "instead.",
+                                 "page with a text layer), read in fast mode instead.",
         "checks_rejected": "JSON object: `step: reason` -> LLM answers the deterministic checks "
                            "rejected (`{}`: none).",
     },
@@ -101,8 +100,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "vector": "Embedding of the header and the text. " + _LINEAGE["vector"],
         "meta": _META,
         "boxes": "Page rectangles the text came from: `{page, x0, y0, x1, y1}` in PDF points "
-                 "(origin top left); null for text and Markdown sources and for documents read "
-                 "in fast mode.",
+                 "(origin top left, the page's unrotated space); null for text and Markdown "
+                 "sources and for documents read in fast mode.",
     },
     PROPOSITIONS: {
         "prop_id": "Id derived from the parent chunk and the ordinal (unique among live rows).",

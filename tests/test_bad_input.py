@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -42,6 +43,8 @@ EXPECTED = {
     "blank.pdf": ("skipped", "no text layer (OCR found no text)" if tesseract_available() else "no text layer"),
     "reef.pdf": ("indexed", None),
     "basalt.txt": ("indexed", None),
+    # Stored and printed with its bytes escaped: the index holds sources as UTF-8 text.
+    "latin1-\\xe9t\\xe9.txt": ("failed", "file name is not valid UTF-8: rename the file to index it"),
 }
 
 
@@ -58,6 +61,7 @@ def bad_folder(tmp_path_factory) -> Path:
     make_blank_pdf(folder / "blank.pdf")
     make_pdf(folder / "reef.pdf", GOOD_PAGES, title="The Great Barrier Reef")
     (folder / "basalt.txt").write_text(TEXT, encoding="utf-8")
+    (folder / os.fsdecode(b"latin1-\xe9t\xe9.txt")).write_text(TEXT, encoding="utf-8")
     return folder
 
 

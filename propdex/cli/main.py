@@ -6,7 +6,7 @@ never import Prefect (its import and ephemeral server take seconds).
 Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error (or a
 path refused by allowed_roots);
 3 the run was stopped by an LLM configuration error (bad key, unknown model);
-4 storage error; 5 verify found the index inconsistent.
+4 storage error; 5 verify found the index inconsistent; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 from propdex.sources import SUPPORTED_SUFFIXES
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command ended by Ctrl-C
 
 
 def _prefect_environment() -> None:
@@ -543,6 +545,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # invalid settings from the environment or flags
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Ctrl-C: no traceback. An ingest's documents are committed one by one, each whole,
+        # so what it committed stays and the same command finishes the rest.
+        print("propdex: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`propdex search ... | head`): not an error of ours. Point
         # stdout at devnull so the interpreter's final flush does not raise again.

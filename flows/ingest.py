@@ -109,7 +109,10 @@ def ingest(
     swept = sweep(settings)
     chains = []
     for item in plan.to_process:
-        salt = run_id if item.reason == "retry" else ""
+        # Salted, the chain misses Prefect's task cache and every stage runs again (LLM answers
+        # and embeddings still come from the content cache): a retry of failed chunks, and
+        # --force, whose unchanged documents would otherwise get the stored results back.
+        salt = run_id if item.reason in ("retry", "forced") else ""
         fp = plan.fingerprint_for(item.source)
         doc = extract.submit(item, settings, fp, salt)
         context = write_context.submit(doc, settings, fp, salt)

@@ -166,3 +166,16 @@ def test_sigkill_mid_run_resumes_without_repeating_paid_calls(tmp_path):
     assert total_chunks - paid == resumed_calls
     assert {"indexed"} == {d["status"] for d in documents}
     assert [] == Index.open(str(db), create=False).verify()
+
+
+def test_force_runs_every_stage_again(tmp_path):
+    # Not the stage results stored by the first run: --force is how a user has a document
+    # read again (after a PyMuPDF upgrade, say), which Prefect's task cache would skip.
+    (notes,) = _write_notes(tmp_path / "src", ["a.md"])
+    _ingest([str(notes)], tmp_path / "db")
+
+    summary = _ingest([str(notes)], tmp_path / "db", force=True)
+
+    (outcome,) = summary["documents"]
+    assert ("forced", {"extract", "context", "chunk", "propositions", "embed"}) == (
+        outcome["reason"], set(outcome["stage_seconds"]))

@@ -129,10 +129,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
         pdfs = _pdfs_to_read(args.paths, plan, settings.allowed_roots)
         start_workers(settings, sys.maxsize if pdfs is None else len(pdfs))
-        # Read while Prefect's API starts. Not with --force on an existing database: its
-        # extract tasks may find their results in Prefect's cache and never claim these.
-        # Objects of a store are read from their downloaded copies: left to their tasks.
-        if pdfs and (plan is not None or new_db) and not any(map(is_remote, pdfs)):
+        # Read while Prefect's API starts (--force too: its extract tasks miss Prefect's
+        # cache and claim these). Objects of a store are read from their downloaded copies:
+        # left to their tasks.
+        if pdfs and not any(map(is_remote, pdfs)):
             start_extractions(pdfs, for_documents(settings, len(pdfs)))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")

@@ -23,9 +23,10 @@ from propdex.errors import (
 )
 from propdex.extract.isolated import for_documents, pymupdf_sources
 from propdex.ids import doc_id_for
+from propdex.models import Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.settings import Settings
-from tasks.documents import embed, extract, propose, split, write_context
+from tasks.documents import Embeddings, embed, extract, propose, split, write_context
 from tasks.index import (
     commit_document,
     deployment_allowed_roots,
@@ -60,6 +61,19 @@ def _wait_for_documents(chains: list[list]) -> None:
         left[n] -= 1
         if left[n] == 0:
             progress.document_finished()
+
+
+def _reused_work(futures) -> tuple[Usage, int]:
+    """LLM usage and embeddings of the stage results Prefect's task cache supplied (an earlier
+    run with the same document and fingerprint computed them; the state is named Cached)."""
+    usage, embeddings = Usage(), 0
+    for future in futures:
+        if future.state.name != "Cached":
+            continue
+        result = future.result()
+        usage += getattr(result, "usage", None) or Usage()
+        embeddings += result.computed if isinstance(result, Embeddings) else 0
+    return usage, embeddings
 
 
 def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
@@ -136,7 +150,9 @@ def ingest(
             # reason. Nothing was committed for this document, so its last version stands.
             raise exc
         if exc is None:
-            summary.documents.append(futures[-1].result())
+            outcome = futures[-1].result()
+            outcome.count_as_reused(*_reused_work(futures[:-1]))
+            summary.documents.append(outcome)
         else:
             failures.append(_failure_outcome(item, exc))
             if isinstance(exc, LLMConfigurationError) and summary.stopped is None:

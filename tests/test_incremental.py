@@ -179,3 +179,22 @@ def test_force_runs_every_stage_again(tmp_path):
     (outcome,) = summary["documents"]
     assert ("forced", {"extract", "context", "chunk", "propositions", "embed"}) == (
         outcome["reason"], set(outcome["stage_seconds"]))
+
+
+def test_stage_results_of_an_earlier_run_count_as_cached_calls(tmp_path, llm_env):
+    # Back to the first run's chunk size: Prefect's task cache returns that run's stage
+    # results, so no LLM call reaches the server, and the report must not bill any.
+    from flows.parameters import IngestOptions
+
+    (notes,) = _write_notes(tmp_path / "src", ["a.md"])
+    first = _ingest([str(notes)], tmp_path / "db", options=IngestOptions(chunk_size=300))
+    _ingest([str(notes)], tmp_path / "db", options=IngestOptions(chunk_size=400))
+    calls_before_third = llm_env.calls()
+    again = _ingest([str(notes)], tmp_path / "db", options=IngestOptions(chunk_size=300))
+
+    (paid,) = first["documents"]
+    (reused,) = again["documents"]
+    assert 0 == llm_env.calls() - calls_before_third
+    assert (0, paid["llm_calls"] + paid["cached_llm_calls"], 0, 0) == (
+        reused["llm_calls"], reused["cached_llm_calls"], reused["prompt_tokens"],
+        reused["embeddings_computed"])

@@ -62,6 +62,16 @@ def _open_index(args: argparse.Namespace):
     return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
 
 
+def _no_index_at(db_uri: str) -> bool:
+    """A local database folder that does not exist: a mistyped --db or PROPDEX_DB, which a
+    read command would otherwise answer with an empty index. Says so on stderr."""
+    if "://" in db_uri or os.path.exists(db_uri):
+        return False
+    print(f"propdex: no index at {db_uri}: check --db (or PROPDEX_DB), or run `propdex ingest` "
+          "first", file=sys.stderr)
+    return True
+
+
 class _ExpectedFailureFilter(logging.Filter):
     """Drop the traceback Prefect logs with a task failure propdex raised on purpose (bad
     input, timeout, LLM fault): the run report states its reason; tracebacks stay for bugs."""
@@ -267,6 +277,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"propdex: {exc}", file=sys.stderr)
             return EXIT_USAGE if exc.status in (401, 403, 413, 422) else EXIT_FAILED_DOCS
     if results is None:
+        if _no_index_at(settings.db_uri):
+            return EXIT_USAGE
         vector = None
         if options.get("mode") != "fts":
             # Forked before LanceDB is imported: the query is embedded on the other core
@@ -309,6 +321,8 @@ def describe_rejections(counts: dict[str, int]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if _no_index_at(_settings(args).db_uri):
+        return EXIT_USAGE
     rows = _open_index(args).documents()
     rows = [{k: row.get(k) for k in STATUS_FIELDS} for row in rows]
     if args.json:
@@ -336,6 +350,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if _no_index_at(_settings(args).db_uri):
+        return EXIT_USAGE
     problems = _open_index(args).verify()
     for problem in problems:
         print(problem)

@@ -14,6 +14,7 @@ from flows.runners import task_runner_for
 from propdex.cli import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
+    UNREADABLE,
     DocumentTimeoutError,
     ExtractionError,
     LLMConfigurationError,
@@ -157,7 +158,7 @@ def ingest(
             failures.append(_failure_outcome(item, exc))
             if isinstance(exc, LLMConfigurationError) and summary.stopped is None:
                 summary.stopped = str(exc)
-    for entries, kind in ((plan.unreadable, "input"), (plan.invalid_metadata, "metadata")):
+    for entries, kind in ((plan.unreadable, UNREADABLE), (plan.invalid_metadata, "metadata")):
         for source, reason in entries:
             failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
                                             status="failed", reason="unreadable", error=reason,

@@ -211,6 +211,7 @@ def test_search_output_cut_short_by_its_reader_is_not_an_error(tmp_path):
 
     script = ("import sys; from propdex.cli import main; "
               "sys.exit(main(['search', 'anything', '--db', sys.argv[1], '--mode', 'fts']))")
+    (tmp_path / "db").mkdir()  # an empty index
     reader = subprocess.Popen(["head", "-c", "0"], stdin=subprocess.PIPE)
     reader.wait()  # gone before propdex writes: every write hits a closed pipe
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "db")],

@@ -14,6 +14,7 @@ from flows.runners import task_runner_for
 from propdex.cli import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
+    UNREADABLE,
     DocumentTimeoutError,
     ExtractionError,
     LLMConfigurationError,
@@ -23,9 +24,10 @@ from propdex.errors import (
 )
 from propdex.extract.isolated import for_documents, pymupdf_sources
 from propdex.ids import doc_id_for
+from propdex.models import Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.settings import Settings
-from tasks.documents import embed, extract, propose, split, write_context
+from tasks.documents import Embeddings, embed, extract, propose, split, write_context
 from tasks.index import (
     commit_document,
     deployment_allowed_roots,
@@ -60,6 +62,19 @@ def _wait_for_documents(chains: list[list]) -> None:
         left[n] -= 1
         if left[n] == 0:
             progress.document_finished()
+
+
+def _reused_work(futures) -> tuple[Usage, int]:
+    """LLM usage and embeddings of the stage results Prefect's task cache supplied (an earlier
+    run with the same document and fingerprint computed them; the state is named Cached)."""
+    usage, embeddings = Usage(), 0
+    for future in futures:
+        if future.state.name != "Cached":
+            continue
+        result = future.result()
+        usage += getattr(result, "usage", None) or Usage()
+        embeddings += result.computed if isinstance(result, Embeddings) else 0
+    return usage, embeddings
 
 
 def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
@@ -109,7 +124,10 @@ def ingest(
     swept = sweep(settings)
     chains = []
     for item in plan.to_process:
-        salt = run_id if item.reason == "retry" else ""
+        # Salted, the chain misses Prefect's task cache and every stage runs again (LLM answers
+        # and embeddings still come from the content cache): a retry of failed chunks, and
+        # --force, whose unchanged documents would otherwise get the stored results back.
+        salt = run_id if item.reason in ("retry", "forced") else ""
         fp = plan.fingerprint_for(item.source)
         doc = extract.submit(item, settings, fp, salt)
         context = write_context.submit(doc, settings, fp, salt)
@@ -133,12 +151,14 @@ def ingest(
             # reason. Nothing was committed for this document, so its last version stands.
             raise exc
         if exc is None:
-            summary.documents.append(futures[-1].result())
+            outcome = futures[-1].result()
+            outcome.count_as_reused(*_reused_work(futures[:-1]))
+            summary.documents.append(outcome)
         else:
             failures.append(_failure_outcome(item, exc))
             if isinstance(exc, LLMConfigurationError) and summary.stopped is None:
                 summary.stopped = str(exc)
-    for entries, kind in ((plan.unreadable, "input"), (plan.invalid_metadata, "metadata")):
+    for entries, kind in ((plan.unreadable, UNREADABLE), (plan.invalid_metadata, "metadata")):
         for source, reason in entries:
             failures.append(DocumentOutcome(source=source, doc_id=doc_id_for(source),
                                             status="failed", reason="unreadable", error=reason,

@@ -23,6 +23,11 @@ class ExtractionError(DocumentError):
     """A document could not be read."""
 
 
+class UnreadableFileError(ExtractionError):
+    """The file could not be opened or read (permissions, not a regular file, an I/O error):
+    a fault of its place on disk, not of its bytes, so the next run tries it again."""
+
+
 class EncryptedDocumentError(ExtractionError):
     """The PDF is encrypted and no (correct) password was configured."""
 
@@ -125,9 +130,16 @@ class PrefectStartError(PropdexError):
     """Prefect's ephemeral API, started for a CLI run, exited or did not answer in time."""
 
 
+# The kind of a file the run could not read at all (UnreadableFileError, and the files the
+# plan finds unreadable): retried by the next run, as its bytes were never judged.
+UNREADABLE = "unreadable"
+
+
 def error_kind(exc: BaseException) -> str:
     """The failure kind stored with a document: an ``input`` failure of unchanged bytes is
     not retried by the next run; every other kind is."""
+    if isinstance(exc, UnreadableFileError):
+        return UNREADABLE
     if isinstance(exc, ExtractionError):
         return "input"
     if isinstance(exc, LLMConfigurationError):

@@ -25,6 +25,19 @@ class Discovery:
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     missing_files: list[str] = field(default_factory=list)  # plain paths that no longer exist
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): never read
+    # (printable path, reason): found, but a document cannot be made of them.
+    unusable: list[tuple[str, str]] = field(default_factory=list)
+
+
+# The index stores sources as UTF-8 text: a name that is not (Python holds its bytes as
+# surrogates) can be neither stored nor hashed into a doc_id.
+NOT_UTF8_REASON = "file name is not valid UTF-8: rename the file to index it"
+
+
+def printable_path(path: str) -> str:
+    """``path`` as UTF-8 text: the bytes of a name that is not valid UTF-8 become backslash
+    escapes (b"\\xff" reads "\\xff"), so the path can be printed and stored."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def is_supported(path: str | Path) -> bool:
@@ -55,7 +68,10 @@ def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Di
     def add(found: str) -> None:
         path = normalise_source(found)
         if roots and not is_within(path, roots):  # a symlink leading out of the roots
-            result.refused.append((found, refusal(found, roots)))
+            result.refused.append((printable_path(found), refusal(printable_path(found), roots)))
+        elif printable_path(path) != path:
+            # Reported as that file's failure: the other files of the run go on.
+            result.unusable.append((printable_path(path), NOT_UTF8_REASON))
         elif path not in seen:
             seen.add(path)
             result.files.append(path)

@@ -32,7 +32,7 @@ def document_cache_key(context, parameters: dict[str, Any]) -> str:
     settings: Settings = parameters["settings"]
     document = parameters.get("doc") or parameters.get("item")
     # ``salt`` is empty on a normal run; a retry of a document whose earlier attempt left
-    # failed chunks salts the keys of its whole chain so those chunks are tried again.
+    # failed chunks, and a forced run, salt the keys of its whole chain so it runs again.
     return _key(
         context.task.name, document.doc_id, document.content_sha256, settings.db_uri,
         parameters["fingerprint"], parameters.get("salt", ""),

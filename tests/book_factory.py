@@ -21,8 +21,8 @@ TIDES = [
 _HTML_BODY = "<h1>Tides</h1>" + "".join(f"<p>{escape(p)}</p>" for p in TIDES)
 
 
-def make_epub(path: Path) -> Path:
-    """An EPUB 2 book of one chapter."""
+def make_epub(path: Path, body: str = _HTML_BODY) -> Path:
+    """An EPUB 2 book of one chapter, whose XHTML body is ``body``."""
     with zipfile.ZipFile(path, "w") as book:
         # The mimetype entry comes first and uncompressed, as readers check it.
         book.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip",
@@ -41,7 +41,7 @@ def make_epub(path: Path) -> Path:
             '<itemref idref="c1"/></spine></package>'))
         book.writestr("OEBPS/c1.xhtml", (
             '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
-            f"<head><title>Tides</title></head><body>{_HTML_BODY}</body></html>"))
+            f"<head><title>Tides</title></head><body>{body}</body></html>"))
     return path
 
 

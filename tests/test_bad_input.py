@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -42,6 +43,8 @@ EXPECTED = {
     "blank.pdf": ("skipped", "no text layer (OCR found no text)" if tesseract_available() else "no text layer"),
     "reef.pdf": ("indexed", None),
     "basalt.txt": ("indexed", None),
+    # Stored and printed with its bytes escaped: the index holds sources as UTF-8 text.
+    "latin1-\\xe9t\\xe9.txt": ("failed", "file name is not valid UTF-8: rename the file to index it"),
 }
 
 
@@ -58,6 +61,7 @@ def bad_folder(tmp_path_factory) -> Path:
     make_blank_pdf(folder / "blank.pdf")
     make_pdf(folder / "reef.pdf", GOOD_PAGES, title="The Great Barrier Reef")
     (folder / "basalt.txt").write_text(TEXT, encoding="utf-8")
+    (folder / os.fsdecode(b"latin1-\xe9t\xe9.txt")).write_text(TEXT, encoding="utf-8")
     return folder
 
 
@@ -119,18 +123,26 @@ def test_good_documents_got_chunks_despite_the_bad_ones(run):
     assert {"reef.pdf", "basalt.txt"} == {Path(c["source"]).name for c in chunks}
 
 
-def test_error_kind_of_bad_input_is_input(run):
+def test_error_kind_of_bad_input_is_input_and_of_a_name_that_cannot_be_read_unreadable(run):
     table = lancedb.connect(str(run["db"])).open_table("documents").to_arrow().to_pylist()
     kinds = {Path(r["source"]).name: r["error_kind"] for r in table if r["status"] != "indexed"}
-    assert {"input"} == set(kinds.values())
+    unreadable = "latin1-\\xe9t\\xe9.txt"
+    assert ({"input"}, "unreadable") == (
+        {kind for name, kind in kinds.items() if name != unreadable}, kinds[unreadable])
 
 
-def test_a_document_that_became_unreadable_stays_searchable(tmp_path, capsys):
+def _indexed_reef(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A folder holding reef.pdf, ingested: (folder, the PDF, the database)."""
     folder = tmp_path / "docs"
     folder.mkdir()
     pdf = make_pdf(folder / "reef.pdf", GOOD_PAGES)
     db = str(tmp_path / "db")
     assert 0 == main(["ingest", str(folder), "--db", db])
+    return folder, pdf, db
+
+
+def test_a_document_that_became_unreadable_stays_searchable(tmp_path, capsys):
+    folder, pdf, db = _indexed_reef(tmp_path)
     (folder / "reef.pdf").write_bytes(b"%PDF-1.7\n" + b"\x00garbage" * 50)  # now corrupt
 
     code = main(["ingest", str(folder), "--db", db])
@@ -144,3 +156,21 @@ def test_a_document_that_became_unreadable_stays_searchable(tmp_path, capsys):
     assert ("failed", "corrupt PDF: Failed to open file as type pdf.") == (row["status"], row["error"])
     assert str(pdf.resolve()) == hits[0]["source"]
     shutil.rmtree(folder)
+
+
+def test_a_document_readable_again_is_indexed_again(tmp_path, capsys):
+    # Its bytes never changed, but its failure was not about them: a FIFO stood in its place
+    # (as a file made unreadable by its permissions), and it must not stay failed for good.
+    folder, pdf, db = _indexed_reef(tmp_path)
+    aside = pdf.rename(tmp_path / "reef.pdf")
+    os.mkfifo(folder / "reef.pdf")
+    assert 1 == main(["ingest", str(folder), "--db", db])
+    (folder / "reef.pdf").unlink()
+    aside.rename(folder / "reef.pdf")
+
+    code = main(["ingest", str(folder), "--db", db])
+    capsys.readouterr()
+    main(["status", "--db", db, "--json"])
+    (row,) = json.loads(capsys.readouterr().out)
+
+    assert (0, "indexed", None) == (code, row["status"], row["error"])

@@ -8,13 +8,13 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from propdex.errors import ExtractionError
+from propdex.errors import ExtractionError, NoTextLayerError
 from propdex.extract import extract_document
 from propdex.extract.isolated import extract_isolated
 from propdex.regions import boxes_for_span
 from propdex.settings import Settings
 from propdex.sources import discover
-from tests.book_factory import BUILDERS, TIDES
+from tests.book_factory import BUILDERS, TIDES, make_epub
 
 FORMATS = sorted(BUILDERS)
 LAYOUT_TEXT = "# Tides\n\n" + " ".join(TIDES)
@@ -66,3 +66,12 @@ def test_damaged_epub_is_refused_with_its_format(tmp_path: Path) -> None:
     with pytest.raises(ExtractionError) as failure:
         extract_document(path, Settings())
     assert failure.value.reason.startswith("corrupt EPUB: ")
+
+
+@pytest.mark.parametrize("reader", ["layout", "fast"])
+def test_epub_without_text_is_skipped_as_a_book_not_a_scan(tmp_path: Path, reader: str) -> None:
+    # "no text layer" sends the user to install Tesseract, which cannot help a book.
+    path = make_epub(tmp_path / "empty.epub", body="")
+    with pytest.raises(NoTextLayerError) as failure:
+        extract_document(path, Settings(pdf_reader=reader))
+    assert "no text: the EPUB holds none" == failure.value.reason

@@ -211,9 +211,19 @@ def test_search_output_cut_short_by_its_reader_is_not_an_error(tmp_path):
 
     script = ("import sys; from propdex.cli import main; "
               "sys.exit(main(['search', 'anything', '--db', sys.argv[1], '--mode', 'fts']))")
+    (tmp_path / "db").mkdir()  # an empty index
     reader = subprocess.Popen(["head", "-c", "0"], stdin=subprocess.PIPE)
     reader.wait()  # gone before propdex writes: every write hits a closed pipe
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "db")],
                           stdout=reader.stdin, stderr=subprocess.PIPE, text=True)
 
     assert (0, "") == (done.returncode, done.stderr)
+
+
+@pytest.mark.parametrize("command", [["search", "owls"], ["status"], ["verify"]])
+def test_a_read_command_on_a_database_that_does_not_exist_says_so(tmp_path, capsys, command):
+    # A mistyped --db: not "no results" or "the index is empty", which read as a bad ingest.
+    code = main([*command, "--db", str(tmp_path / "typo")])
+
+    assert (2, f"propdex: no index at {tmp_path / 'typo'}: check --db (or PROPDEX_DB), or run "
+               "`propdex ingest` first\n") == (code, capsys.readouterr().err)

@@ -101,10 +101,11 @@ print(embed_query_in_child(Settings(onnx_dir={str(blocker / "onnx")!r}), "owls")
 
 
 @pytest.mark.parametrize(("args", "status", "stdout"), [
-    (["search", "owls", "--mode", "fts", "--json"], 0, "[]"),  # an index that does not exist
+    (["search", "owls", "--mode", "fts", "--json"], 0, "[]"),  # an empty index
     (["search", "owls", "--k", "0"], 2, ""),  # a usage error
 ])
 def test_the_command_exits_with_the_status_of_main(tmp_path, args, status, stdout):
+    (tmp_path / "db").mkdir()
     done = subprocess.run([sys.executable, "-m", "propdex.cli", *args, "--db",
                            str(tmp_path / "db")], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
@@ -112,10 +113,11 @@ def test_the_command_exits_with_the_status_of_main(tmp_path, args, status, stdou
 
 
 def test_a_search_that_needs_no_vector_still_waits_for_its_child(tmp_path):
+    (tmp_path / "db").mkdir()
     code = f"""
 import os
 from propdex.cli import main
-main(["search", "owls", "--db", {str(tmp_path / "db")!r}])  # no index: nothing to rank
+main(["search", "owls", "--db", {str(tmp_path / "db")!r}])  # an empty index: nothing to rank
 try:
     os.waitpid(-1, os.WNOHANG)
     print("a child is left")

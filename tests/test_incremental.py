@@ -166,3 +166,35 @@ def test_sigkill_mid_run_resumes_without_repeating_paid_calls(tmp_path):
     assert total_chunks - paid == resumed_calls
     assert {"indexed"} == {d["status"] for d in documents}
     assert [] == Index.open(str(db), create=False).verify()
+
+
+def test_force_runs_every_stage_again(tmp_path):
+    # Not the stage results stored by the first run: --force is how a user has a document
+    # read again (after a PyMuPDF upgrade, say), which Prefect's task cache would skip.
+    (notes,) = _write_notes(tmp_path / "src", ["a.md"])
+    _ingest([str(notes)], tmp_path / "db")
+
+    summary = _ingest([str(notes)], tmp_path / "db", force=True)
+
+    (outcome,) = summary["documents"]
+    assert ("forced", {"extract", "context", "chunk", "propositions", "embed"}) == (
+        outcome["reason"], set(outcome["stage_seconds"]))
+
+
+def test_stage_results_of_an_earlier_run_count_as_cached_calls(tmp_path, llm_env):
+    # Back to the first run's chunk size: Prefect's task cache returns that run's stage
+    # results, so no LLM call reaches the server, and the report must not bill any.
+    from flows.parameters import IngestOptions
+
+    (notes,) = _write_notes(tmp_path / "src", ["a.md"])
+    first = _ingest([str(notes)], tmp_path / "db", options=IngestOptions(chunk_size=300))
+    _ingest([str(notes)], tmp_path / "db", options=IngestOptions(chunk_size=400))
+    calls_before_third = llm_env.calls()
+    again = _ingest([str(notes)], tmp_path / "db", options=IngestOptions(chunk_size=300))
+
+    (paid,) = first["documents"]
+    (reused,) = again["documents"]
+    assert 0 == llm_env.calls() - calls_before_third
+    assert (0, paid["llm_calls"] + paid["cached_llm_calls"], 0, 0) == (
+        reused["llm_calls"], reused["cached_llm_calls"], reused["prompt_tokens"],
+        reused["embeddings_computed"])

@@ -6,7 +6,7 @@ never import Prefect (its import and ephemeral server take seconds).
 Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error (or a
 path refused by allowed_roots);
 3 the run was stopped by an LLM configuration error (bad key, unknown model);
-4 storage error; 5 verify found the index inconsistent.
+4 storage error; 5 verify found the index inconsistent; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 from propdex.sources import SUPPORTED_SUFFIXES
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command ended by Ctrl-C
 
 
 def _prefect_environment() -> None:
@@ -58,6 +60,16 @@ def _open_index(args: argparse.Namespace):
 
     settings = _settings(args)
     return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
+
+
+def _no_index_at(db_uri: str) -> bool:
+    """A local database folder that does not exist: a mistyped --db or PROPDEX_DB, which a
+    read command would otherwise answer with an empty index. Says so on stderr."""
+    if "://" in db_uri or os.path.exists(db_uri):
+        return False
+    print(f"propdex: no index at {db_uri}: check --db (or PROPDEX_DB), or run `propdex ingest` "
+          "first", file=sys.stderr)
+    return True
 
 
 class _ExpectedFailureFilter(logging.Filter):
@@ -127,10 +139,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
         pdfs = _pdfs_to_read(args.paths, plan, settings.allowed_roots)
         start_workers(settings, sys.maxsize if pdfs is None else len(pdfs))
-        # Read while Prefect's API starts. Not with --force on an existing database: its
-        # extract tasks may find their results in Prefect's cache and never claim these.
-        # Objects of a store are read from their downloaded copies: left to their tasks.
-        if pdfs and (plan is not None or new_db) and not any(map(is_remote, pdfs)):
+        # Read while Prefect's API starts (--force too: its extract tasks miss Prefect's
+        # cache and claim these). Objects of a store are read from their downloaded copies:
+        # left to their tasks.
+        if pdfs and not any(map(is_remote, pdfs)):
             start_extractions(pdfs, for_documents(settings, len(pdfs)))
     with progress.shown(progress.wanted(args.json)):
         progress.phase("starting Prefect")
@@ -265,6 +277,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"propdex: {exc}", file=sys.stderr)
             return EXIT_USAGE if exc.status in (401, 403, 413, 422) else EXIT_FAILED_DOCS
     if results is None:
+        if _no_index_at(settings.db_uri):
+            return EXIT_USAGE
         vector = None
         if options.get("mode") != "fts":
             # Forked before LanceDB is imported: the query is embedded on the other core
@@ -307,6 +321,8 @@ def describe_rejections(counts: dict[str, int]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if _no_index_at(_settings(args).db_uri):
+        return EXIT_USAGE
     rows = _open_index(args).documents()
     rows = [{k: row.get(k) for k in STATUS_FIELDS} for row in rows]
     if args.json:
@@ -334,6 +350,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if _no_index_at(_settings(args).db_uri):
+        return EXIT_USAGE
     problems = _open_index(args).verify()
     for problem in problems:
         print(problem)
@@ -543,6 +561,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # invalid settings from the environment or flags
         print(f"propdex: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Ctrl-C: no traceback. An ingest's documents are committed one by one, each whole,
+        # so what it committed stays and the same command finishes the rest.
+        print("propdex: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`propdex search ... | head`): not an error of ours. Point
         # stdout at devnull so the interpreter's final flush does not raise again.

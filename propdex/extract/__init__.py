@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from propdex import ids
-from propdex.errors import DocumentTooLargeError, ExtractionError, UnsupportedSourceError
+from propdex.errors import (
+    DocumentTooLargeError,
+    ExtractionError,
+    UnreadableFileError,
+    UnsupportedSourceError,
+)
 from propdex.extract.options import ExtractionSettings, extraction_settings
 from propdex.models import ExtractedDocument, PageSpan
 from propdex.security import check_allowed
@@ -102,9 +107,9 @@ def _file_size(path: Path, source: str) -> int:
     except FileNotFoundError:
         raise ExtractionError(source, "file not found") from None
     except OSError as exc:
-        raise ExtractionError(source, f"cannot read file: {exc.strerror or exc}") from None
+        raise UnreadableFileError(source, f"cannot read file: {exc.strerror or exc}") from None
     if not path.is_file():
-        raise ExtractionError(source, "not a regular file")
+        raise UnreadableFileError(source, "not a regular file")
     return stat.st_size
 
 
@@ -112,4 +117,4 @@ def _read_or_fail(source: str, read: Callable[[], _T]) -> _T:
     try:
         return read()
     except OSError as exc:
-        raise ExtractionError(source, f"cannot read file: {exc.strerror or exc}") from None
+        raise UnreadableFileError(source, f"cannot read file: {exc.strerror or exc}") from None

@@ -202,11 +202,11 @@ def _read(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     ocr = False
     if _no_usable_text(doc, page_texts):
         if not tesseract_available():
-            raise NoTextLayerError(source, "no text layer")
+            raise _no_text(doc, source, ocr=False)
         page_texts, furniture_removed = _page_texts(_ocr_pages(doc, path, source))
         ocr = True
         if _no_usable_text(doc, page_texts):
-            raise NoTextLayerError(source, "no text layer (OCR found no text)")
+            raise _no_text(doc, source, ocr=True)
 
     text, pages = join_pages(page_texts)
     sections = _toc_sections(doc, text, pages)
@@ -238,7 +238,7 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
         engine.drop_furniture(page, {owners[block] for block, _ in removed})
     layout = engine.assemble(pages)
     if _no_usable_text(doc, layout.texts):
-        raise NoTextLayerError(source, "no text layer (OCR found no text)" if ocr else "no text layer")
+        raise _no_text(doc, source, ocr=ocr)
     text, spans = join_pages(layout.texts)
     regions, headings = engine.place(layout, [span.start for span in spans])
     # The outline where the document has one (its author's sections, as in fast mode), the
@@ -309,6 +309,14 @@ def _text_page(doc: pymupdf.Document, index: int, path: Path, source: str) -> py
     except Exception as exc:  # a damaged page object or content stream
         reason = _pymupdf_reason(exc, path)
         raise ExtractionError(source, f"corrupt {_label(doc)}: page {index + 1}: {reason}") from None
+
+
+def _no_text(doc: pymupdf.Document, source: str, *, ocr: bool) -> NoTextLayerError:
+    """Why a document without text is skipped: a PDF lacks a text layer (a scan, which OCR
+    may read); a book (EPUB, FB2, MOBI) simply holds no text, which no scanner fixes."""
+    if not doc.is_pdf:
+        return NoTextLayerError(source, f"no text: the {_label(doc)} holds none")
+    return NoTextLayerError(source, "no text layer (OCR found no text)" if ocr else "no text layer")
 
 
 def _label(doc: pymupdf.Document) -> str:

@@ -10,6 +10,7 @@ decompression bomb fails inside MuPDF instead of exhausting the machine's memory
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -104,4 +105,9 @@ if __name__ == "__main__":
     # rather than __main__.WorkerResult.
     from propdex.extract.worker import main as worker_main
 
-    worker_main()
+    try:
+        worker_main()
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the whole process group: the parent reports the interruption. The
+        # worker ends at once, quietly, so the parent's threads are not kept waiting for it.
+        sys.exit(128 + signal.SIGINT)

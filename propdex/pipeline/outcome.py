@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from propdex.models import Usage
 
 
 @dataclass
@@ -35,6 +39,16 @@ class DocumentOutcome:
     checks_rejected: dict[str, int] = field(default_factory=dict)
     # Per grading model: graded, out_of_range, rejected_by_checks, passed_rejected.
     grader: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count_as_reused(self, usage: Usage, embeddings: int) -> None:
+        """Take out of this run's counts the work of stage results an earlier run computed
+        (Prefect's task cache returned them): their LLM calls count as cached calls, their
+        tokens and embeddings as nothing this run paid for."""
+        self.llm_calls -= usage.calls
+        self.cached_llm_calls += usage.calls
+        self.prompt_tokens -= usage.prompt_tokens
+        self.completion_tokens -= usage.completion_tokens
+        self.embeddings_computed -= embeddings
 
 
 @dataclass

@@ -181,6 +181,7 @@ def make_plan(
     plan = Plan(fingerprint=fingerprint, text_fingerprint=text_fingerprint,
                 missing=list(discovery.missing), refused=list(discovery.refused))
     by_id = {row["doc_id"]: row for row in ledger}
+    plan.unreadable.extend(discovery.unusable)
     for source in discovery.files:
         doc_id = doc_id_for(source)
         try:
@@ -200,7 +201,8 @@ def make_plan(
     if prune:
         # A source leaves the index when the argument that covered it no longer yields it:
         # a folder it was in, a glob it matched, or its own path named explicitly.
-        present = set(discovery.files) | {o.url for o in objects or ()}
+        present = (set(discovery.files) | {o.url for o in objects or ()}
+                   | {source for source, _ in discovery.unusable})
         gone = set(discovery.missing_files)
         for row in ledger:
             source = row["source"]

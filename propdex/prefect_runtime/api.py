@@ -79,8 +79,9 @@ def server_environment() -> dict[str, str]:
 def launch_server_process(port: int) -> subprocess.Popen:
     """propdex.prefect_runtime.server on ``port``: Prefect's API without the UI, running only the
     services an ephemeral server runs. Imports nothing of Prefect here."""
+    # Its stdin is a pipe only this process writes to: the server shuts down when it closes.
     return subprocess.Popen([sys.executable, "-m", "propdex.prefect_runtime.server", str(port)],
-                            env=server_environment())
+                            env=server_environment(), stdin=subprocess.PIPE)
 
 
 def _healthy(url: str) -> bool:

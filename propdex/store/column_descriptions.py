@@ -43,8 +43,10 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "status": "`indexed`, `failed` or `skipped`.",
         "error": "Why the last attempt failed or was skipped (`encrypted: password required`, "
                  "`timed out: ...`); null when it succeeded.",
-        "error_kind": "`input`, `llm`, `configuration`, `timeout`, `storage` or `internal`: "
-                      "an `input` failure of unchanged bytes is not retried; any other is.",
+        "error_kind": "`input`, `unreadable`, `metadata`, `llm`, `configuration`, `timeout`, "
+                      "`storage` or `internal`: an `input` failure of unchanged bytes is not "
+                      "retried; any other is (`unreadable`: permissions, not a regular file, a "
+                      "name that is not UTF-8).",
         "chunk_count": "Live chunks of the document.",
         "proposition_count": "Live propositions of the document, passed or not.",
         "passed_count": "Propositions whose four grades reach the thresholds (searchable).",

@@ -1,0 +1,107 @@
+"""An ingest the user interrupts: Ctrl-C (SIGINT to the whole process group) or SIGKILL of
+the CLI alone. The CLI says it was interrupted, no traceback reaches the user, no process it
+started outlives it, and the next run finishes the work."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from propdex.store import Index
+from tests.pdf_factory import make_pdf
+from tests.scripted_fixtures import scripted_environment
+from tests.scripted_server import ScriptedServer
+
+pytestmark = [pytest.mark.prefect,
+              pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _session_processes(session: int) -> set[int]:
+    """Live (not zombie) processes of ``session``."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _wait_until_gone(session: int, seconds: float = 60) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while (left := _session_processes(session)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_the_prefect_server_ends_with_the_process_that_launched_it(tmp_path):
+    # SIGKILL gives the launcher no chance to stop it: the server notices its stdin closing.
+    script = textwrap.dedent("""
+        import sys, time, urllib.request
+        from propdex.prefect_runtime.api import _free_port, launch_server_process
+        port = _free_port()
+        server = launch_server_process(port)
+        for _ in range(1200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health").close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        print(server.pid, flush=True)
+        time.sleep(600)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, start_new_session=True,
+                                env={**env, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(tmp_path)})
+    try:
+        server = int(launcher.stdout.readline())
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+    assert server not in _wait_until_gone(launcher.pid)  # the launcher's session
+
+
+def test_ctrl_c_mid_run_is_reported_and_the_next_run_finishes(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    page = ("Herons nest in tall trees near water. They eat fish, frogs and insects. "
+            "A heron stands still in shallow water and strikes fast. ") * 6
+    for n in range(3):
+        make_pdf(src / f"herons{n}.pdf", [f"Heron report {n}. {page}", page, page])
+    db = tmp_path / "db"
+    with ScriptedServer(latency_ms=50) as server:
+        env = dict(os.environ, **scripted_environment(server), PROPDEX_LLM_CONCURRENCY="1",
+                   PROPDEX_DOCUMENT_CONCURRENCY="1", PROPDEX_CACHE_DIR=str(tmp_path / "cache"))
+        command = [sys.executable, "-m", "propdex.cli", "ingest", str(src), "--db", str(db)]
+        run = subprocess.Popen(command, env=env, cwd=REPO, start_new_session=True, text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and run.poll() is None and server.calls("propositions") < 5:
+            time.sleep(0.1)
+        assert run.poll() is None, f"the run ended before Ctrl-C: {run.stderr.read()!r}"
+        os.killpg(run.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        err = run.stderr.read()
+        code = run.wait(timeout=120)
+        left = _wait_until_gone(run.pid)
+
+        finished = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                                  timeout=600)
+
+    assert (130, "propdex: interrupted") == (code, err.strip().splitlines()[-1])
+    assert "KeyboardInterrupt" not in err
+    assert set() == left
+    assert 0 == finished.returncode, finished.stderr
+    assert [] == Index.open(str(db), create=False).verify()

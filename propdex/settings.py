@@ -34,8 +34,7 @@ from propdex.checks import CHECKS_VERSION, PROPOSITION_CHECKS_VERSION
 # of several lines joined to the row above; a heading the engine took into a running
 # header's box a Markdown heading; a page whose text runs sideways as shown (a landscape
 # table, a wrong /Rotate) turned upright for the engine rather than read in fast mode, and
-# boxes of rotated pages in the page's unrotated space; a word hyphenated at a table cell's
-# line end joined as in body text.
+# boxes of rotated pages in the page's unrotated space.
 PIPELINE_VERSION = "10"
 
 LLMStep = Literal["context", "propositions", "grading"]

@@ -9,7 +9,6 @@ import pymupdf
 import pytest
 
 from propdex.extract import extract_document
-from propdex.extract.normalise import dehyphenate
 from propdex.extract.table_rows import Rule, SpanningCell, continuation_rows, spanning_cells
 from propdex.llm.offline_rules.tables import table_row_propositions
 from propdex.models import ExtractedDocument
@@ -98,9 +97,8 @@ def test_each_row_slices_the_text_and_its_box_covers_its_cells(built, read, name
         for row in rows(doc.text):
             start = doc.text.index(row)
             [box] = boxes_for_span(doc.regions, start, start + len(row))
-            # As printed, with a word hyphenated at a line end joined as the reader joins it.
-            printed = dehyphenate(pdf[0].get_text(
-                "text", clip=pymupdf.Rect(box.x0, box.y0, box.x1, box.y1) + (-1, -1, 1, 1)))
+            printed = pdf[0].get_text("text", clip=pymupdf.Rect(box.x0, box.y0, box.x1, box.y1)
+                                      + (-1, -1, 1, 1))
             uncovered += [w for w in row.replace("|", " ").split() if w not in printed]
     assert ([], True) == (uncovered, all(doc.text[r.start:r.end] in rows(doc.text)
                                          for r in doc.regions if doc.text[r.start] == "|"))
@@ -141,9 +139,3 @@ def test_a_line_alone_in_the_middle_row_of_a_group_spans_it_in_the_first_column_
     label, value = [word(2, 25.5, "(A)")], [word(55, 25.5, "7")]
     assert ([SpanningCell(0, 1, 3)], []) == (spanning_cells(cells, label, rules, body=1),
                                              spanning_cells(cells, value, rules, body=1))
-
-
-def test_a_word_hyphenated_at_a_cell_line_end_is_joined(read) -> None:
-    # "program-" ends one line of the cell and "ming" starts the next.
-    assert "|Relying on a language model to summarize a set of documents Accelerating computer " \
-           "programming with a code-generating model|" in read["multiline"].text

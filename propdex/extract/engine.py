@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import pymupdf
 
 from propdex.extract.layout import Block
-from propdex.extract.normalise import dehyphenate, normalise_pdf_text, tidy_whitespace
+from propdex.extract.normalise import normalise_pdf_text, tidy_whitespace
 from propdex.extract.spans import (
     cell_text,
     footnotes_text,
@@ -301,9 +301,7 @@ def _box_piece(box, rect, list_level: int, raw_spans: dict[int, list[dict]],
 
 
 def _one_line(text: str) -> str:
-    """``text`` on one line; a word the typesetter hyphenated at a line end (a table cell's
-    lines, as the engine's grid reads them) is joined as the body text's are."""
-    return " ".join(dehyphenate(tidy_whitespace(text)).split())
+    return " ".join(tidy_whitespace(text).split())
 
 
 def _list_items(text: str) -> str:

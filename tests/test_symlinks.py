@@ -47,17 +47,6 @@ def test_a_link_loop_inside_a_linked_folder_ends(tmp_path):
     assert [str(target)] == discover([str(tmp_path / "folder")]).files
 
 
-def test_a_linked_folder_outside_the_roots_is_refused_unlisted(tmp_path):
-    _note(tmp_path / "elsewhere" / "a.md")
-    (tmp_path / "folder").mkdir()
-    (tmp_path / "folder" / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-
-    found = discover([str(tmp_path / "folder")], [str(tmp_path / "folder")])
-
-    assert ([], [str(tmp_path / "folder" / "linked")]) == (
-        found.files, [path for path, _ in found.refused])
-
-
 @pytest.mark.prefect
 def test_a_linked_file_outside_the_folder_leaves_when_the_link_is_deleted(tmp_path):
     target = _note(tmp_path / "elsewhere" / "a.md")

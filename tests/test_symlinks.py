@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lancedb
 import pytest
 
 from propdex.sources import discover
@@ -88,3 +89,18 @@ def test_a_target_linked_from_two_folders_stays_until_both_links_are_gone(tmp_pa
     _ingest([second], tmp_path / "db")
 
     assert (True, False) == (after_one, str(target) in _indexed(tmp_path / "db"))
+
+
+@pytest.mark.prefect
+def test_an_index_made_before_found_at_learns_it_and_prunes_a_deleted_link(tmp_path):
+    target = _note(tmp_path / "elsewhere" / "a.md")
+    kept = _note(tmp_path / "folder" / "b.md")
+    (tmp_path / "folder" / "a.md").symlink_to(target)
+    _ingest([tmp_path / "folder"], tmp_path / "db")
+    lancedb.connect(str(tmp_path / "db")).open_table("documents").drop_columns(["found_at"])
+    _ingest([tmp_path / "folder"], tmp_path / "db")  # unchanged: records where a.md was found
+    (tmp_path / "folder" / "a.md").unlink()
+
+    summary = _ingest([tmp_path / "folder"], tmp_path / "db")
+
+    assert ([str(target)], [str(kept)]) == (summary["removed"], _indexed(tmp_path / "db"))

@@ -53,7 +53,8 @@ class Plan:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
     # Unchanged documents whose metadata changed: their rows get it, nothing is re-run.
     relabel: list[WorkItem] = field(default_factory=list)
-    # doc_id -> found_at, for the documents rows kept whose found_at this run changes.
+    # doc_id -> found_at, where this run changes it (documents found through a link, and
+    # those kept while a place they were found at is gone).
     found_at: dict[str, list[str]] = field(default_factory=dict)
 
     def fingerprint_for(self, source: str) -> str:
@@ -183,6 +184,11 @@ def _covers(discovery: Discovery, path: str) -> bool:
             or is_under(path, discovery.roots) or matches_any(path, discovery.patterns))
 
 
+def _stored_found_at(row: dict | None, source: str) -> list[str]:
+    """A documents row's found_at; null (or no row) means found at ``source`` alone."""
+    return (row or {}).get("found_at") or [source]
+
+
 def found_at_after(row: dict | None, source: str, discovery: Discovery) -> list[str]:
     """Where ``source`` is found once this run is counted: the places earlier runs found it
     that no argument of this run covers, and the places this run found it. A document
@@ -207,7 +213,7 @@ def make_plan(
         doc_id = doc_id_for(source)
         row = by_id.get(doc_id)
         found_at = found_at_after(row, source, discovery)
-        if found_at != ((row or {}).get("found_at") or [source]):
+        if found_at != _stored_found_at(row, source):
             plan.found_at[doc_id] = found_at
         try:
             if not stat.S_ISREG(os.stat(source).st_mode):
@@ -235,6 +241,6 @@ def make_plan(
             found_at = found_at_after(row, source, discovery)
             if not found_at:
                 plan.removed.append((row["doc_id"], source))
-            elif found_at != (row.get("found_at") or [source]):
+            elif found_at != _stored_found_at(row, source):
                 plan.found_at[row["doc_id"]] = found_at
     return plan

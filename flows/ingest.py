@@ -36,6 +36,7 @@ from tasks.index import (
     prune,
     publish_report,
     record_failures,
+    record_found_at,
     relabel,
     sweep,
 )
@@ -169,6 +170,9 @@ def ingest(
         record_failures(failures, settings, plan, run_id, hashes)
     summary.removed = prune(plan.removed, settings)
     summary.metadata_updated = relabel(plan.relabel, settings) if plan.relabel else []
+    if plan.found_at:
+        # After the commits and failures: a new document's row exists only from then on.
+        record_found_at(plan.found_at, settings)
     if summary.wrote:
         optimize(settings)
     summary.seconds = time.perf_counter() - started

@@ -24,6 +24,12 @@ class Discovery:
     patterns: list[str] = field(default_factory=list)  # absolute globs: removed matches get pruned
     missing: list[str] = field(default_factory=list)  # arguments that matched nothing
     missing_files: list[str] = field(default_factory=list)  # plain paths that no longer exist
+    # Plain paths named, absolute with links not followed: what they led to before and no
+    # longer does gets pruned.
+    named: list[str] = field(default_factory=list)
+    # source -> the paths it was found at: below the folder or glob match that found it,
+    # links not resolved, so pruning can tell which argument yields it.
+    found_at: dict[str, list[str]] = field(default_factory=dict)
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): never read
     # (printable path, reason): found, but a document cannot be made of them.
     unusable: list[tuple[str, str]] = field(default_factory=list)
@@ -44,14 +50,29 @@ def is_supported(path: str | Path) -> bool:
     return Path(path).suffix.lower() in SUPPORTED_SUFFIXES
 
 
-def _walk(folder: Path) -> list[str]:
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+def _walk(folder: str, roots: list[str]) -> tuple[list[str], list[str]]:
+    """The supported files under ``folder`` and the linked folders refused (outside
+    ``roots``, when given): links to files and to folders are both followed, as ``find -L``
+    does. Each file is given as walked (below ``folder``, links not resolved). A folder is
+    walked once by its real path, so a link loop ends; hidden names are skipped."""
+    found: list[str] = []
+    refused: list[str] = []
+    walked = {os.path.realpath(folder)}
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        kept = []
+        for name in sorted(d for d in dirnames if not d.startswith(".")):
+            path = os.path.join(dirpath, name)
+            real = os.path.realpath(path)
+            if roots and not is_within(real, roots):
+                refused.append(path)  # listing it would read outside the roots
+            elif real not in walked:
+                walked.add(real)
+                kept.append(name)
+        dirnames[:] = kept
         for name in filenames:
             if not name.startswith(".") and is_supported(name):
-                found.append(str(Path(dirpath) / name))  # resolved (and checked) by the caller
-    return found
+                found.append(os.path.join(dirpath, name))  # resolved (and checked) by the caller
+    return found, refused
 
 
 def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Discovery:
@@ -65,16 +86,29 @@ def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Di
     seen: set[str] = set()
     roots = resolved_roots(allowed_roots or [])
 
+    def refuse(found: str) -> None:
+        result.refused.append((printable_path(found), refusal(printable_path(found), roots)))
+
     def add(found: str) -> None:
         path = normalise_source(found)
         if roots and not is_within(path, roots):  # a symlink leading out of the roots
-            result.refused.append((printable_path(found), refusal(printable_path(found), roots)))
+            refuse(found)
         elif printable_path(path) != path:
             # Reported as that file's failure: the other files of the run go on.
             result.unusable.append((printable_path(path), NOT_UTF8_REASON))
-        elif path not in seen:
-            seen.add(path)
-            result.files.append(path)
+        else:
+            if path not in seen:
+                seen.add(path)
+                result.files.append(path)
+            places = result.found_at.setdefault(path, [])
+            if os.path.abspath(found) not in places:
+                places.append(os.path.abspath(found))
+
+    def add_all(files: list[str], folders: list[str]) -> None:
+        for path in files:
+            add(path)
+        for path in folders:
+            refuse(path)
 
     for argument in arguments:
         expanded = os.path.expanduser(argument)
@@ -87,23 +121,27 @@ def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Di
             result.refused.append((argument, refused.reason))
             continue
         if Path(expanded).is_dir():
+            # Walked from its real path, so the paths found compare with the roots pruned.
             result.roots.append(normalise_source(expanded))
-            for path in _walk(Path(expanded)):
-                add(path)
+            add_all(*_walk(result.roots[-1], roots))
         elif Path(expanded).is_file():
+            result.named.append(os.path.abspath(expanded))
             add(expanded)
         elif _GLOB_CHARS & set(expanded):
             result.patterns.append(os.path.abspath(expanded))
             matches = sorted(glob.glob(expanded, recursive=True))
             files = [m for m in matches if Path(m).is_file() and is_supported(m)]
+            outside: list[str] = []
             for folder in (m for m in matches if Path(m).is_dir()):
-                files.extend(_walk(Path(folder)))
+                found, denied = _walk(os.path.abspath(folder), roots)
+                files.extend(found)
+                outside.extend(denied)
             if not files:
                 result.missing.append(argument)
-            for path in files:
-                add(path)
+            add_all(files, outside)
         else:
             result.missing.append(argument)
+            result.named.append(os.path.abspath(expanded))
             result.missing_files.append(normalise_source(expanded))
     result.files.sort()
     return result

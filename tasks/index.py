@@ -91,7 +91,7 @@ def commit_document(
     row = document_row(doc, context, chunks, outcomes, settings, versions, fingerprint, run_id,
                        usage, embed_truncated=embeddings.truncated)
     row.update(metadata=to_json(item.metadata), meta=entries(item.metadata) or None,
-               object_etag=item.etag, object_size=item.size)
+               object_etag=item.etag, object_size=item.size, found_at=item.found_at)
     dim = int(embeddings.chunk_vectors.shape[1])
     open_index(settings, dim=dim).replace_document(
         row,
@@ -148,6 +148,13 @@ def prune(removed: list[tuple[str, str]], settings: Settings) -> list[str]:
     if removed:
         open_index(settings, create=False).delete_documents([d for d, _ in removed])
     return [source for _, source in removed]
+
+
+@task(name="record-found-at", retries=2, retry_condition_fn=retry_transient)
+def record_found_at(found_at: dict[str, list[str]], settings: Settings) -> None:
+    """Record where the run found each document it keeps (doc_id -> paths), so that a later
+    run prunes a document found through a link once no argument yields it any more."""
+    open_index(settings, create=False).update_found_at(found_at)
 
 
 @task(name="update-metadata", retries=2, retry_condition_fn=retry_transient)

@@ -62,10 +62,11 @@ def test_escapes_from_the_roots_are_refused(tree, argument):
     assert ([], 1) == (found.files, len(found.refused))
 
 
-def test_a_symlink_found_inside_a_walked_root_is_refused(tree):
+def test_symlinks_found_inside_a_walked_root_are_refused(tree):
+    # The linked folder is followed as the linked file is, so it is refused too (unlisted).
     found = discover([str(tree["root"])], [str(tree["root"])])
-    assert (["inside.txt"], [str(tree["root"] / "link.txt")]) == (
-        names(found.files), [path for path, _ in found.refused])
+    assert (["inside.txt"], [str(tree["root"] / "link.txt"), str(tree["root"] / "linked-folder")]
+            ) == (names(found.files), [path for path, _ in found.refused])
 
 
 def test_the_refusal_names_the_target_and_the_roots(tree):

@@ -33,6 +33,7 @@ class WorkItem:
     local_path: str | None = None
     etag: str | None = None
     size: int | None = None
+    found_at: list[str] | None = None  # the documents row's found_at after this run
 
 
 @dataclass
@@ -52,6 +53,9 @@ class Plan:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): outside the roots
     # Unchanged documents whose metadata changed: their rows get it, nothing is re-run.
     relabel: list[WorkItem] = field(default_factory=list)
+    # doc_id -> found_at, where this run changes it (documents found through a link, and
+    # those kept while a place they were found at is gone).
+    found_at: dict[str, list[str]] = field(default_factory=dict)
 
     def fingerprint_for(self, source: str) -> str:
         """The fingerprint ``source`` is compared with and stored under."""
@@ -64,7 +68,7 @@ class Plan:
         """Nothing to process, record or remove: a run would write nothing. Arguments that
         matched nothing are only reported, so they do not count."""
         return not (self.to_process or self.removed or self.unreadable or self.refused
-                    or self.relabel or self.invalid_metadata)
+                    or self.relabel or self.invalid_metadata or self.found_at)
 
 
 def open_ledger(settings: Settings) -> Index:
@@ -173,6 +177,29 @@ def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],
         _decide(plan, replace(item, content_sha256=digest, local_path=local), row, force)
 
 
+def _covers(discovery: Discovery, path: str) -> bool:
+    """Whether an argument of this run would yield ``path`` if it still led to a file: a
+    folder it lies in, a glob it matches, or the path itself named."""
+    return (path in discovery.named or path in discovery.missing_files
+            or is_under(path, discovery.roots) or matches_any(path, discovery.patterns))
+
+
+def _stored_found_at(row: dict | None, source: str) -> list[str]:
+    """A documents row's found_at; null (or no row) means found at ``source`` alone."""
+    return (row or {}).get("found_at") or [source]
+
+
+def found_at_after(row: dict | None, source: str, discovery: Discovery) -> list[str]:
+    """Where ``source`` is found once this run is counted: the places earlier runs found it
+    that no argument of this run covers, and the places this run found it. A document
+    found through a link leaves when this is empty, i.e. when no argument yields it any
+    more. A row without found_at (an index made before it) was found at ``source``, except
+    when this run finds it: then only this run's places are known."""
+    found = discovery.found_at.get(source, [])
+    earlier = (row or {}).get("found_at") or ([] if found else [source])
+    return sorted({p for p in earlier if not _covers(discovery, p)} | set(found))
+
+
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
     metadata: Metadata | None = None, objects: list[RemoteObject] | None = None,
@@ -184,6 +211,10 @@ def make_plan(
     plan.unreadable.extend(discovery.unusable)
     for source in discovery.files:
         doc_id = doc_id_for(source)
+        row = by_id.get(doc_id)
+        found_at = found_at_after(row, source, discovery)
+        if found_at != _stored_found_at(row, source):
+            plan.found_at[doc_id] = found_at
         try:
             if not stat.S_ISREG(os.stat(source).st_mode):
                 # A FIFO or device named *.pdf would block the hash (and the run) forever.
@@ -197,18 +228,19 @@ def make_plan(
         except MetadataError as exc:
             plan.invalid_metadata.append((source, f"invalid metadata: {exc}"))
             continue
-        _decide(plan, WorkItem(source, doc_id, digest, "", wanted), by_id.get(doc_id), force)
+        _decide(plan, WorkItem(source, doc_id, digest, "", wanted, found_at=found_at), row, force)
     if prune:
-        # A source leaves the index when the argument that covered it no longer yields it:
-        # a folder it was in, a glob it matched, or its own path named explicitly.
+        # A source leaves the index when no argument yields it any more: not the folder it
+        # was in or linked from, the glob it matched, nor its own path named explicitly.
         present = (set(discovery.files) | {o.url for o in objects or ()}
                    | {source for source, _ in discovery.unusable})
-        gone = set(discovery.missing_files)
         for row in ledger:
             source = row["source"]
             if source in present:
                 continue
-            if (source in gone or is_under(source, discovery.roots)
-                    or matches_any(source, discovery.patterns)):
+            found_at = found_at_after(row, source, discovery)
+            if not found_at:
                 plan.removed.append((row["doc_id"], source))
+            elif found_at != _stored_found_at(row, source):
+                plan.found_at[row["doc_id"]] = found_at
     return plan

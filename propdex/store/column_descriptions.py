@@ -81,6 +81,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
                                  "page with a text layer), read in fast mode instead.",
         "checks_rejected": "JSON object: `step: reason` -> LLM answers the deterministic checks "
                            "rejected (`{}`: none).",
+        "found_at": "Paths the source was found at (through a folder, glob or named path), "
+                    "links below the argument not resolved; null: only at `source` itself.",
     },
     CHUNKS: {
         "chunk_id": "Id derived from the document and the chunk's offsets (unique among live "

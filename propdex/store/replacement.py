@@ -167,6 +167,20 @@ class Replacements(Maintenance):
         self._compact_documents_when_fragmented()
         return updated
 
+    def update_found_at(self, found_at: dict[str, list[str]]) -> None:
+        """Set the ``found_at`` of documents rows (doc_id -> paths) in one write. A doc_id
+        with no row (its first attempt crashed) is skipped: the next run's plan sets it."""
+        if not found_at or self.table(DOCUMENTS) is None:
+            return
+        documents = self._writable_table(DOCUMENTS, None)
+        data = pa.Table.from_pylist(
+            [{"doc_id": doc_id, "found_at": paths} for doc_id, paths in found_at.items()],
+            schema=pa.schema([DOCUMENTS_SCHEMA.field(k) for k in ("doc_id", "found_at")]))
+        with self._hold(list(found_at)):
+            self._write("record where documents were found", lambda: (
+                documents.merge_insert("doc_id").when_matched_update_all().execute(data)))
+        self._compact_documents_when_fragmented()
+
     # Failures, pruning, sweeping -------------------------------------------------------
     def record_failure(self, doc_row: dict) -> None:
         """Store a failed or skipped attempt. A previously committed version keeps its

@@ -108,6 +108,8 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("layout_fallback_pages", pa.list_(pa.int32())),
     # JSON object: "step: reason" -> answers the deterministic checks rejected ("{}": none)
     pa.field("checks_rejected", pa.string()),
+    # Paths the source was found at, links below the argument not resolved (pruning)
+    pa.field("found_at", pa.list_(pa.string())),
 ])
 
 

@@ -17,7 +17,7 @@ import pytest
 from propdex.store import Index
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import scripted_environment
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import Action, ScriptedServer, delayed
 
 pytestmark = [pytest.mark.prefect,
               pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")]
@@ -83,6 +83,9 @@ def test_ctrl_c_mid_run_is_reported_and_the_next_run_finishes(tmp_path):
         make_pdf(src / f"herons{n}.pdf", [f"Heron report {n}. {page}", page, page])
     db = tmp_path / "db"
     with ScriptedServer(latency_ms=50) as server:
+        # The fifth propositions request is held until the server stops, so Ctrl-C lands
+        # mid-run however slowly this test's process is scheduled beside the run.
+        server.script(*[Action()] * 4, delayed(600_000), step="propositions")
         env = dict(os.environ, **scripted_environment(server), PROPDEX_LLM_CONCURRENCY="1",
                    PROPDEX_DOCUMENT_CONCURRENCY="1", PROPDEX_CACHE_DIR=str(tmp_path / "cache"))
         command = [sys.executable, "-m", "propdex.cli", "ingest", str(src), "--db", str(db)]

@@ -11,9 +11,9 @@ UI, on 127.0.0.1:PORT with uvicorn, as Prefect's SubprocessASGIServer does.
 The CLI that launched it owns it: it stops the server with SIGTERM when it exits, and the
 server also shuts down when its stdin (a pipe from the CLI) closes, which happens however the
 CLI ends, SIGKILL included, so no server outlives its run. Either way the server first lets
-its services handle every event it has received (bounded by DRAIN_SECONDS), then shuts down.
-Ctrl-C reaches the whole process group: the CLI reports the interruption, and the server
-ignores it rather than printing a traceback of whatever it was importing.
+its services handle every event it has received (bounded by DRAIN_SECONDS), then shuts down. Ctrl-C reaches the whole process
+group: the CLI reports the interruption, and the server ignores it rather than printing a
+traceback of whatever it was importing.
 """
 
 from __future__ import annotations

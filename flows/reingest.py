@@ -26,7 +26,8 @@ def reingest_document(
 
     Args:
         source: Path of one file (.pdf, .epub, .xps, .oxps, .mobi, .fb2, .txt, .md, .markdown). When the file no longer exists (it was
-            deleted or moved away), its document and all its rows are removed from the index.
+            deleted or moved away, or a link to its folder was removed), its document and all its rows are removed from the index,
+            unless the document is still found at another path (documents.found_at).
         db: LanceDB folder (or URI) holding the index. A relative path resolves against the
             run's working directory (the repository, for prefect.yaml deployments).
         options: Settings for this run; empty fields fall back to PROPDEX_* variables.

@@ -159,9 +159,9 @@ def watch(
     ready = False
     while True:
         paths = watched_paths(root, walked)
-        # The first batch after a (re)start is handled even when empty: what changed while
-        # no watch was in place (between two watches) shows in the walk.
-        settled = ready
+        # The first batch of each watch is handled even when empty: what changed while no
+        # watch was in place (before the first, between two) shows in the walk.
+        settled = False
         # yield_on_timeout: the first (possibly empty) batch proves the watch is in place.
         for batch in watchfiles.watch(*paths, watch_filter=ignore_noise, debounce=debounce_ms,
                                       stop_event=stop_event, yield_on_timeout=True,

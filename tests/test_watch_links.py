@@ -118,3 +118,20 @@ def test_removing_a_link_removes_its_documents(tmp_path):
 
     assert ([(str(link / "b.md"), "deleted"), (str(link / "deep" / "a.md"), "deleted")],
             [str(kept)]) == (events, sorted(_documents(db)))
+
+
+def test_a_removed_path_takes_out_only_what_no_other_path_still_yields(tmp_path):
+    target = _note(tmp_path / "elsewhere" / "a.md")
+    first, second = tmp_path / "first" / "a.md", tmp_path / "second" / "a.md"
+    db = tmp_path / "db"
+    for link in (first, second):
+        link.parent.mkdir()
+        link.symlink_to(target)
+        _ingest(link.parent, db)
+    first.unlink()
+    _reingest([(str(first), "deleted")], db)
+    after_one = _documents(db)[str(target)]["found_at"]
+    second.unlink()
+    _reingest([(str(second), "deleted")], db)
+
+    assert ([str(second)], {}) == (after_one, _documents(db))

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from propdex.errors import NoPrefectServerError, WatchUnavailableError
 from propdex.ids import normalise_source
 from propdex.security import is_within
-from propdex.sources import Walk, walk
+from propdex.sources import Walk, is_supported, walk
 
 SOURCE_CHANGED_EVENT = "propdex.source.changed"
 SOURCE_RESOURCE_PREFIX = "propdex.source."
@@ -90,6 +90,19 @@ def walked_path(path: str, walked: Walk) -> str:
     below the real folder of a link), or ``path`` itself when no walked folder holds it."""
     folder = walked.folders.get(os.path.realpath(os.path.dirname(path)))
     return os.path.join(folder, os.path.basename(path)) if folder else path
+
+
+def may_change_walk(raw: Iterable[tuple[Any, str]], walked: Walk, known: set[str]) -> bool:
+    """Whether a batch may change what the walk yields: anything but changes to files it
+    yields already (``known``) and to files it would never yield. A folder, a link to one,
+    a path gone or a new source may; an edited source or an edited file of another type
+    may not, so the common batch costs no walk of the whole folder."""
+    for _, path in raw:
+        if not os.path.isfile(path):  # a folder, a link to one, a broken link, a path gone
+            return True
+        if is_supported(path) and walked_path(path, walked) not in known:
+            return True
+    return False
 
 
 def source_changes(raw: Iterable[tuple[Any, str]], before: Walk, after: Walk) -> dict[str, ChangeKind]:
@@ -156,6 +169,7 @@ def watch(
         raise NotADirectoryError(f"{folder}: not a folder")
     ignore_noise = watchfiles.DefaultFilter()  # .git, __pycache__, editor swap files
     walked = walk(root)
+    known = set(walked.files)
     ready = False
     while True:
         paths = watched_paths(root, walked)
@@ -170,15 +184,19 @@ def watch(
                 ready = True
                 if on_ready:
                     on_ready()
-            if batch or not settled:
-                # Walked again after every change, so that links made or removed count.
-                before, walked = walked, walk(root)
-                for source, change in source_changes(batch, before, walked).items():
-                    emit_source_changed(source, change, db)
-                    if on_change:
-                        on_change(source, change)
+            if not batch and settled:
+                continue
+            before = walked
+            if not settled or may_change_walk(batch, walked, known):
+                # Walked again, so that files and links made or removed count.
+                walked = walk(root)
+                known = set(walked.files)
             settled = True
-            if watched_paths(root, walked) != paths:
+            for source, change in source_changes(batch, before, walked).items():
+                emit_source_changed(source, change, db)
+                if on_change:
+                    on_change(source, change)
+            if walked is not before and watched_paths(root, walked) != paths:
                 break  # a link to a folder came or went: watch the new set of folders
         else:
             return  # stopped or interrupted

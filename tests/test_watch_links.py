@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from propdex.sources import walk
 from propdex.store import Index
-from propdex.watch import watch
-
-pytestmark = pytest.mark.prefect
+from propdex.watch import may_change_walk, watch
 
 NOTE = "# Herons\n\nHerons nest in tall trees near water. Herons eat fish and frogs.\n"
 EDITED = "# Herons\n\nHerons stand still in shallow water and strike fast at fish.\n"
@@ -69,6 +68,7 @@ def watching(folder: Path) -> Iterator[Callable[[int], list[tuple[str, str]]]]:
         thread.join(SECONDS)
 
 
+@pytest.mark.prefect
 def test_an_edit_inside_a_linked_folder_is_reingested_where_the_walk_found_it(tmp_path):
     target = _note(tmp_path / "elsewhere" / "deep" / "a.md")
     (tmp_path / "folder").mkdir()
@@ -85,6 +85,7 @@ def test_an_edit_inside_a_linked_folder_is_reingested_where_the_walk_found_it(tm
     assert ([(walked, "modified")], EDITED.strip(), [walked]) == (events, row["text"], row["found_at"])
 
 
+@pytest.mark.prefect
 def test_a_link_made_while_watching_is_followed(tmp_path):
     target = _note(tmp_path / "elsewhere" / "a.md")
     _note(tmp_path / "folder" / "own.md")
@@ -103,6 +104,7 @@ def test_a_link_made_while_watching_is_followed(tmp_path):
         added, modified, _documents(db)[str(target)]["text"])
 
 
+@pytest.mark.prefect
 def test_removing_a_link_removes_its_documents(tmp_path):
     _note(tmp_path / "elsewhere" / "deep" / "a.md")
     _note(tmp_path / "elsewhere" / "b.md")
@@ -120,6 +122,7 @@ def test_removing_a_link_removes_its_documents(tmp_path):
             [str(kept)]) == (events, sorted(_documents(db)))
 
 
+@pytest.mark.prefect
 def test_a_removed_path_takes_out_only_what_no_other_path_still_yields(tmp_path):
     target = _note(tmp_path / "elsewhere" / "a.md")
     first, second = tmp_path / "first" / "a.md", tmp_path / "second" / "a.md"
@@ -135,3 +138,21 @@ def test_a_removed_path_takes_out_only_what_no_other_path_still_yields(tmp_path)
     _reingest([(str(second), "deleted")], db)
 
     assert ([str(second)], {}) == (after_one, _documents(db))
+
+
+
+@pytest.mark.parametrize(("name", "change", "expected"), [
+    ("a.md", lambda path: path.write_text(EDITED), False),  # an edit of a source it yields
+    ("notes.py", lambda path: path.write_text("x = 1"), False),  # never a source
+    ("b.md", lambda path: path.write_text(NOTE), True),  # a new source
+    ("a.md", lambda path: path.unlink(), True),
+    ("sub", lambda path: path.mkdir(), True),
+    ("linked", lambda path: path.symlink_to(path.parent.parent, target_is_directory=True), True),
+])
+def test_only_a_batch_that_may_change_the_walk_needs_one(tmp_path, name, change, expected):
+    folder = tmp_path / "folder"
+    _note(folder / "a.md")
+    (folder / "notes.py").write_text("x = 0")
+    walked = walk(str(folder))
+    change(folder / name)
+    assert expected == may_change_walk([(None, str(folder / name))], walked, set(walked.files))

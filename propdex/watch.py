@@ -105,6 +105,14 @@ def may_change_walk(raw: Iterable[tuple[Any, str]], walked: Walk, known: set[str
     return False
 
 
+def broken_folder_links(before: Walk, after: Walk) -> set[str]:
+    """Links through which ``before`` walked a folder that ``after`` could not: their folder
+    is gone (deleted, moved, unmounted) while the link stays. Nothing is there to watch, so
+    the watch checks them for their folder's return."""
+    return {path for real, path in before.folders.items()
+            if real not in after.folders and os.path.islink(path)}
+
+
 def source_changes(raw: Iterable[tuple[Any, str]], before: Walk, after: Walk) -> dict[str, ChangeKind]:
     """One kind per source for one debounced batch of watchfiles changes, the sources named
     as the walk yields them. ``before`` and ``after`` are the walks of the watched folder
@@ -170,6 +178,7 @@ def watch(
     ignore_noise = watchfiles.DefaultFilter()  # .git, __pycache__, editor swap files
     walked = walk(root)
     known = set(walked.files)
+    broken: set[str] = set()  # links to folders that are gone, checked on every batch
     ready = False
     while True:
         paths = watched_paths(root, walked)
@@ -184,13 +193,16 @@ def watch(
                 ready = True
                 if on_ready:
                     on_ready()
-            if not batch and settled:
+            revived = any(os.path.isdir(link) for link in broken)
+            if not batch and settled and not revived:
                 continue
             before = walked
-            if not settled or may_change_walk(batch, walked, known):
+            if not settled or revived or may_change_walk(batch, walked, known):
                 # Walked again, so that files and links made or removed count.
                 walked = walk(root)
                 known = set(walked.files)
+                broken = ({link for link in broken if os.path.islink(link) and not os.path.isdir(link)}
+                          | broken_folder_links(before, walked))
             settled = True
             for source, change in source_changes(batch, before, walked).items():
                 emit_source_changed(source, change, db)

@@ -7,6 +7,7 @@ folder would leave it."""
 from __future__ import annotations
 
 import queue
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -120,6 +121,21 @@ def test_removing_a_link_removes_its_documents(tmp_path):
 
     assert ([(str(link / "b.md"), "deleted"), (str(link / "deep" / "a.md"), "deleted")],
             [str(kept)]) == (events, sorted(_documents(db)))
+
+
+@pytest.mark.prefect
+def test_a_link_whose_folder_is_deleted_and_made_again_is_followed_again(tmp_path):
+    _note(tmp_path / "elsewhere" / "a.md")
+    link = tmp_path / "folder" / "linked"
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with watching(tmp_path / "folder") as next_events:
+        shutil.rmtree(tmp_path / "elsewhere")
+        gone = next_events(1)
+        _note(tmp_path / "elsewhere" / "b.md")
+        back = next_events(1)
+
+    assert ([(str(link / "a.md"), "deleted")], [(str(link / "b.md"), "added")]) == (gone, back)
 
 
 @pytest.mark.prefect

@@ -100,8 +100,10 @@ def cli_markdown(parser: argparse.ArgumentParser) -> str:
              "`propdex COMMAND --help` prints the same.", ""]
     for name, help_text, sub in _subcommands(parser):
         usage = " ".join(sub.format_usage().split())  # one line, without argparse's wrapping
-        parts += [f"## propdex {name}", "", f"{help_text[:1].upper()}{help_text[1:]}.", "", "```", usage.removeprefix("usage: "),
-                  "```", ""]
+        parts += [f"## propdex {name}", "", f"{help_text[:1].upper()}{help_text[1:]}.", ""]
+        if sub.description:  # what --help prints above the arguments
+            parts += [sub.description, ""]
+        parts += ["```", usage.removeprefix("usage: "), "```", ""]
         rows = [[_code(_argument_name(a)), a.help % vars(a) if "%(" in a.help else a.help,
                  _argument_values(a)] for a in _arguments(sub)]
         parts += [_table(["argument", "meaning", "values"], rows), ""]

@@ -50,29 +50,38 @@ def is_supported(path: str | Path) -> bool:
     return Path(path).suffix.lower() in SUPPORTED_SUFFIXES
 
 
-def _walk(folder: str, roots: list[str]) -> tuple[list[str], list[str]]:
+@dataclass
+class Walk:
+    """What walking one folder found."""
+
+    files: list[str] = field(default_factory=list)  # supported files, as walked (links kept)
+    refused: list[str] = field(default_factory=list)  # linked folders outside the roots
+    # Real path -> walked path of each folder walked (the folder itself too): each real
+    # folder is walked once, so a path below a real folder has one walked path.
+    folders: dict[str, str] = field(default_factory=dict)
+
+
+def walk(folder: str, roots: list[str] | None = None) -> Walk:
     """The supported files under ``folder`` and the linked folders refused (outside
     ``roots``, when given): links to files and to folders are both followed, as ``find -L``
     does. Each file is given as walked (below ``folder``, links not resolved). A folder is
     walked once by its real path, so a link loop ends; hidden names are skipped."""
-    found: list[str] = []
-    refused: list[str] = []
-    walked = {os.path.realpath(folder)}
+    found = Walk(folders={os.path.realpath(folder): folder})
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
         kept = []
         for name in sorted(d for d in dirnames if not d.startswith(".")):
             path = os.path.join(dirpath, name)
             real = os.path.realpath(path)
             if roots and not is_within(real, roots):
-                refused.append(path)  # listing it would read outside the roots
-            elif real not in walked:
-                walked.add(real)
+                found.refused.append(path)  # listing it would read outside the roots
+            elif real not in found.folders:
+                found.folders[real] = path
                 kept.append(name)
         dirnames[:] = kept
         for name in filenames:
             if not name.startswith(".") and is_supported(name):
-                found.append(os.path.join(dirpath, name))  # resolved (and checked) by the caller
-    return found, refused
+                found.files.append(os.path.join(dirpath, name))  # resolved (and checked) by the caller
+    return found
 
 
 def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Discovery:
@@ -104,10 +113,10 @@ def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Di
             if os.path.abspath(found) not in places:
                 places.append(os.path.abspath(found))
 
-    def add_all(files: list[str], folders: list[str]) -> None:
-        for path in files:
+    def add_all(found: Walk) -> None:
+        for path in found.files:
             add(path)
-        for path in folders:
+        for path in found.refused:
             refuse(path)
 
     for argument in arguments:
@@ -123,22 +132,21 @@ def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Di
         if Path(expanded).is_dir():
             # Walked from its real path, so the paths found compare with the roots pruned.
             result.roots.append(normalise_source(expanded))
-            add_all(*_walk(result.roots[-1], roots))
+            add_all(walk(result.roots[-1], roots))
         elif Path(expanded).is_file():
             result.named.append(os.path.abspath(expanded))
             add(expanded)
         elif _GLOB_CHARS & set(expanded):
             result.patterns.append(os.path.abspath(expanded))
             matches = sorted(glob.glob(expanded, recursive=True))
-            files = [m for m in matches if Path(m).is_file() and is_supported(m)]
-            outside: list[str] = []
+            found = Walk(files=[m for m in matches if Path(m).is_file() and is_supported(m)])
             for folder in (m for m in matches if Path(m).is_dir()):
-                found, denied = _walk(os.path.abspath(folder), roots)
-                files.extend(found)
-                outside.extend(denied)
-            if not files:
+                below = walk(os.path.abspath(folder), roots)
+                found.files.extend(below.files)
+                found.refused.extend(below.refused)
+            if not found.files:
                 result.missing.append(argument)
-            add_all(files, outside)
+            add_all(found)
         else:
             result.missing.append(argument)
             result.named.append(os.path.abspath(expanded))

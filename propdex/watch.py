@@ -2,15 +2,19 @@
 
 Each change to a file of a supported type (PDF, EPUB, text, Markdown...) under DIR becomes one Prefect event, and the
 `reingest-document` deployment's trigger turns that event into a run for that one file.
+Links to folders are followed as `propdex ingest` follows them (propdex.sources.walk): a
+change inside a linked folder, a link made or a link removed each name the files the walk
+yields, at the paths it yields them (below DIR, links not resolved).
 The event is the whole contract, so anything else (a CI job, a sync script) may emit it:
 
     event:    propdex.source.changed
-    resource: {"prefect.resource.id": "propdex.source.<absolute path of the file>"}
+    resource: {"prefect.resource.id": "propdex.source.<absolute path of the file, links kept>"}
     payload:  {"change": "added" | "modified" | "deleted", "db": "<index folder>"}
 
 The payload is optional: the triggered run reads the file's path from the resource id, and
 `db` falls back to the deployment's default index. A deleted file is named like any other:
-the triggered run finds it gone and removes its rows from the index.
+the triggered run finds it gone and removes its rows from the index (a document found at
+other paths too only forgets this one).
 
 Events go to the Prefect server named by PREFECT_API_URL (a `prefect server start` or Prefect
 Cloud); without one there is nobody to deliver them to, so watching refuses to start.
@@ -18,6 +22,7 @@ Cloud); without one there is nobody to deliver them to, so watching refuses to s
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -25,7 +30,8 @@ from typing import Any, Literal
 
 from propdex.errors import NoPrefectServerError, WatchUnavailableError
 from propdex.ids import normalise_source
-from propdex.sources import is_supported
+from propdex.security import is_within
+from propdex.sources import Walk, is_supported, walk
 
 SOURCE_CHANGED_EVENT = "propdex.source.changed"
 SOURCE_RESOURCE_PREFIX = "propdex.source."
@@ -34,13 +40,20 @@ DEFAULT_DEBOUNCE_MS = 1600  # an editor's save or a file copy settles into one e
 ChangeKind = Literal["added", "modified", "deleted"]
 
 
+def watched_source(source: str | Path) -> str:
+    """The path an event names: absolute, links not resolved, as the walk of a folder yields
+    it (propdex.sources.walk), so that the run it triggers records where the file was found
+    and a link removed later takes the document out."""
+    return os.path.abspath(os.path.expanduser(os.fspath(source)))
+
+
 def source_resource_id(source: str | Path) -> str:
-    return SOURCE_RESOURCE_PREFIX + normalise_source(source)
+    return SOURCE_RESOURCE_PREFIX + watched_source(source)
 
 
 def source_changed_event(source: str | Path, change: ChangeKind, db: str | None = None) -> dict[str, Any]:
     """The keyword arguments of `prefect.events.emit_event` for one changed source."""
-    path = normalise_source(source)
+    path = watched_source(source)
     payload: dict[str, str] = {"change": change}
     if db:
         # The index lives where the watcher says, not where the flow run's working directory is.
@@ -60,32 +73,64 @@ def emit_source_changed(source: str | Path, change: ChangeKind, db: str | None =
     return emit_event(**source_changed_event(source, change, db))
 
 
-def is_watched_source(path: str, root: Path) -> bool:
-    """A file ingest would pick up from ``root``: a supported suffix, no hidden part."""
-    try:
-        parts = Path(path).relative_to(root).parts
-    except ValueError:
-        parts = Path(path).parts
-    return is_supported(path) and not any(part.startswith(".") for part in parts)
+def watched_paths(root: str, walked: Walk) -> list[str]:
+    """What to hand the file system watch: ``root`` and the real folders the walk reached
+    through links that lie outside it (and outside each other). A watch of ``root`` alone
+    may not see inside linked folders (notify follows links only on some platforms, and
+    never into a link made after the watch started)."""
+    paths = [root]
+    for real in sorted(walked.folders):  # a folder sorts before the folders below it
+        if not is_within(real, paths):
+            paths.append(real)
+    return paths
 
 
-def source_changes(raw: Iterable[tuple[Any, str]], root: Path) -> dict[str, ChangeKind]:
-    """Collapse one debounced batch of watchfiles changes into one kind per source.
+def walked_path(path: str, walked: Walk) -> str:
+    """Where the walk finds the file that a watch reports at ``path`` (below ``root`` or
+    below the real folder of a link), or ``path`` itself when no walked folder holds it."""
+    folder = walked.folders.get(os.path.realpath(os.path.dirname(path)))
+    return os.path.join(folder, os.path.basename(path)) if folder else path
 
-    The file system decides the kind, not the order of the raw changes (a set): an editor's
-    atomic save is a delete plus an add of the same path, and the file exists afterwards.
+
+def may_change_walk(raw: Iterable[tuple[Any, str]], walked: Walk, known: set[str]) -> bool:
+    """Whether a batch may change what the walk yields: anything but changes to files it
+    yields already (``known``) and to files it would never yield. A folder, a link to one,
+    a path gone or a new source may; an edited source or an edited file of another type
+    may not, so the common batch costs no walk of the whole folder."""
+    for _, path in raw:
+        if not os.path.isfile(path):  # a folder, a link to one, a broken link, a path gone
+            return True
+        if is_supported(path) and walked_path(path, walked) not in known:
+            return True
+    return False
+
+
+def broken_folder_links(before: Walk, after: Walk) -> set[str]:
+    """Links through which ``before`` walked a folder that ``after`` could not: their folder
+    is gone (deleted, moved, unmounted) while the link stays. Nothing is there to watch, so
+    the watch checks them for their folder's return."""
+    return {path for real, path in before.folders.items()
+            if real not in after.folders and os.path.islink(path)}
+
+
+def source_changes(raw: Iterable[tuple[Any, str]], before: Walk, after: Walk) -> dict[str, ChangeKind]:
+    """One kind per source for one debounced batch of watchfiles changes, the sources named
+    as the walk yields them. ``before`` and ``after`` are the walks of the watched folder
+    around the batch: a source only one of them holds was added or deleted, also by a link
+    to a folder made or removed; a source both hold that the batch names was modified.
+
+    The walks decide the kind, not the raw changes (a set, in no order): an editor's atomic
+    save is a delete plus an add of a file that was there before and is there after.
     """
-    added: dict[str, bool] = {}
-    for change, path in raw:
-        if is_watched_source(path, root):
-            source = normalise_source(path)
-            added[source] = added.get(source, False) or getattr(change, "name", str(change)) == "added"
+    earlier, now = set(before.files), set(after.files)
+    named = {source for _, path in raw
+             for source in (walked_path(path, before), walked_path(path, after))}
     kinds: dict[str, ChangeKind] = {}
-    for source, was_added in sorted(added.items()):
-        if not Path(source).exists():
+    for source in sorted((earlier ^ now) | (named & earlier & now)):
+        if source not in now or not Path(source).exists():
             kinds[source] = "deleted"
         else:
-            kinds[source] = "added" if was_added else "modified"
+            kinds[source] = "modified" if source in earlier else "added"
     return kinds
 
 
@@ -127,27 +172,46 @@ def watch(
     event is handed to Prefect.
     """
     watchfiles = _import_watchfiles()
-    root = Path(normalise_source(folder))
-    if not root.is_dir():
+    root = normalise_source(folder)
+    if not Path(root).is_dir():
         raise NotADirectoryError(f"{folder}: not a folder")
     ignore_noise = watchfiles.DefaultFilter()  # .git, __pycache__, editor swap files
-
-    def keep(change, path: str) -> bool:
-        return ignore_noise(change, path) and is_watched_source(path, root)
-
+    walked = walk(root)
+    known = set(walked.files)
+    broken: set[str] = set()  # links to folders that are gone, checked on every batch
     ready = False
-    # yield_on_timeout: the first (possibly empty) batch proves the watch is in place.
-    for batch in watchfiles.watch(root, watch_filter=keep, debounce=debounce_ms,
-                                  stop_event=stop_event, yield_on_timeout=True,
-                                  rust_timeout=500, raise_interrupt=False):
-        if not ready:
-            ready = True
-            if on_ready:
-                on_ready()
-        for source, change in source_changes(batch, root).items():
-            emit_source_changed(source, change, db)
-            if on_change:
-                on_change(source, change)
+    while True:
+        paths = watched_paths(root, walked)
+        # The first batch of each watch is handled even when empty: what changed while no
+        # watch was in place (before the first, between two) shows in the walk.
+        settled = False
+        # yield_on_timeout: the first (possibly empty) batch proves the watch is in place.
+        for batch in watchfiles.watch(*paths, watch_filter=ignore_noise, debounce=debounce_ms,
+                                      stop_event=stop_event, yield_on_timeout=True,
+                                      rust_timeout=500, raise_interrupt=False):
+            if not ready:
+                ready = True
+                if on_ready:
+                    on_ready()
+            revived = any(os.path.isdir(link) for link in broken)
+            if not batch and settled and not revived:
+                continue
+            before = walked
+            if not settled or revived or may_change_walk(batch, walked, known):
+                # Walked again, so that files and links made or removed count.
+                walked = walk(root)
+                known = set(walked.files)
+                broken = ({link for link in broken if os.path.islink(link) and not os.path.isdir(link)}
+                          | broken_folder_links(before, walked))
+            settled = True
+            for source, change in source_changes(batch, before, walked).items():
+                emit_source_changed(source, change, db)
+                if on_change:
+                    on_change(source, change)
+            if walked is not before and watched_paths(root, walked) != paths:
+                break  # a link to a folder came or went: watch the new set of folders
+        else:
+            return  # stopped or interrupted
 
 
 def run_watch(folder: str, *, db: str | None = None, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> int:

@@ -27,6 +27,7 @@ import yaml
 
 from propdex.cli import main as propdex_main
 from propdex.ids import normalise_source
+from propdex.sources import walk
 from propdex.watch import source_changed_event, source_changes
 from tests.pdf_factory import make_pdf
 from tests.prefect_server import (
@@ -79,25 +80,33 @@ def test_source_changed_event_names_the_file_in_its_resource_id(tmp_path, db, pa
     assert expected == source_changed_event(source, "modified", db)
 
 
-@pytest.mark.parametrize("name, exists, changes, expected_kind", [
-    ("a.md", True, ["added", "deleted"], "added"),  # an editor's atomic save
-    ("a.pdf", True, ["modified"], "modified"),
-    ("a.txt", False, ["added", "modified"], "deleted"),  # gone by the time the batch settled
-    ("a.md", False, ["deleted"], "deleted"),
-    ("a.py", True, ["modified"], None),  # not a source
-    (".a.md", True, ["modified"], None),  # hidden, as ingest skips it
-    (".cache/a.md", True, ["modified"], None),
+@pytest.mark.parametrize("name, before, after, changes, expected_kind", [
+    ("a.md", True, True, ["added", "deleted"], "modified"),  # an editor's atomic save
+    ("a.md", False, True, ["added", "deleted"], "added"),
+    ("a.pdf", True, True, ["modified"], "modified"),
+    ("a.txt", True, False, ["added", "modified"], "deleted"),  # gone by the time the batch settled
+    ("a.md", True, False, ["deleted"], "deleted"),
+    ("a.txt", False, False, ["added", "deleted"], None),  # came and went: never indexed
+    ("a.py", True, True, ["modified"], None),  # not a source
+    (".a.md", True, True, ["modified"], None),  # hidden, as ingest skips it
+    (".cache/a.md", True, True, ["modified"], None),
 ])
-def test_source_changes_take_their_kind_from_the_file_system(tmp_path, name, exists, changes,
-                                                              expected_kind):
+def test_source_changes_take_their_kind_from_the_file_system(tmp_path, name, before, after,
+                                                              changes, expected_kind):
     from watchfiles import Change
 
     path = tmp_path / name
-    if exists:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if before:
         path.write_text("text")
-    expected = {normalise_source(path): expected_kind} if expected_kind else {}
-    assert expected == source_changes({(Change[c], str(path)) for c in changes}, tmp_path)
+    walked_before = walk(str(tmp_path))
+    if after:
+        path.write_text("text again")
+    else:
+        path.unlink(missing_ok=True)
+    expected = {str(path): expected_kind} if expected_kind else {}
+    assert expected == source_changes({(Change[c], str(path)) for c in changes}, walked_before,
+                                      walk(str(tmp_path)))
 
 
 def test_watch_refuses_to_start_without_a_prefect_server(tmp_path, monkeypatch, capsys):

@@ -4,6 +4,8 @@ started outlives it, and the next run finishes the work."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from propdex.cli import main
 from propdex.store import Index
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import scripted_environment
@@ -113,3 +116,52 @@ def test_ctrl_c_mid_run_is_reported_and_the_next_run_finishes(tmp_path):
     assert set() == left
     assert 0 == finished.returncode, finished.stderr
     assert [] == Index.open(str(db), create=False).verify()
+
+
+def _immutable(folder: Path, on: bool) -> None:
+    """chattr +i (or -i) on ``folder`` and the folders below it: no file can be created or
+    removed there, not even by root."""
+    for path in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+        subprocess.run(["chattr", "+i" if on else "-i", str(path)], check=True,
+                       capture_output=True)
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(list(args))
+    return code, out.getvalue()
+
+
+def test_verify_after_a_commit_cut_short_reports_leftovers_and_exits_0(tmp_path):
+    """A run whose commit step never happened: its new rows are appended, then writing the
+    documents row fails (the table's folders are made immutable, a failure no retry gets
+    past), which leaves the state a SIGKILL between the two steps leaves."""
+    note = tmp_path / "src" / "herons.md"
+    note.parent.mkdir()
+    note.write_text("# Herons\n\nHerons nest in tall trees near water.\n", encoding="utf-8")
+    db = tmp_path / "db"
+    assert 0 == _cli("ingest", str(note.parent), "--db", str(db))[0]
+    note.write_text("# Herons\n\nHerons eat fish, frogs and insects.\n", encoding="utf-8")
+    try:
+        _immutable(db / "documents.lance", True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"chattr +i is not available here (needs CAP_LINUX_IMMUTABLE): {exc}")
+    try:
+        cut_short = _cli("ingest", str(note.parent), "--db", str(db))[0]
+    finally:
+        _immutable(db / "documents.lance", False)
+    index = Index.open(str(db), create=False)
+    [committed] = {d["run_id"] for d in index.documents()}
+    [left_by] = {r["run_id"] for r in index.read("chunks", ["run_id"])} - {committed}
+
+    code, out = _cli("verify", "--db", str(db))
+    *leftover, last = out.splitlines()
+    assert 0 == _cli("ingest", str(note.parent), "--db", str(db))[0]
+    after = _cli("verify", "--db", str(db))
+
+    assert (4, 0) == (cut_short, code), out
+    assert ([True], [True]) == ([line.startswith(f"leftover: run {left_by} left ") for line in leftover],
+                                [line.endswith("the next ingest removes them") for line in leftover])
+    assert "index consistent (1 interrupted run(s) left rows the next ingest removes)" == last
+    assert (0, "index consistent\n") == after

@@ -158,11 +158,23 @@ def test_sweep_removes_what_a_crashed_replacement_left(index, committed):
     assert (left_behind, {"r2" if committed else "r1"}, []) == (removed, survivors, index.verify())
 
 
-def test_verify_reports_leftovers_of_a_crashed_replacement(index):
+def test_check_reports_a_crashed_replacement_as_leftovers_not_problems(index):
     index.replace_document(*make_version("d", "r1", PARAGRAPHS_V1).rows)
     index._append_rows(index.prepare_replacement(*make_version("d", "r2", PARAGRAPHS_V2).rows))
-    problems = index.verify()
-    assert 2 == sum("uncommitted" in p and "run r2" in p for p in problems)
+    found = index.check()
+    assert ([], [("r2", 3, 6, ["d"])]) == (found.problems, [
+        (left.run_id, left.chunks, left.propositions, list(left.documents))
+        for left in found.leftovers])
+
+
+def test_rows_of_a_document_never_committed_are_leftovers_naming_their_run_and_source(index):
+    index.replace_document(*make_version("d", "r1", PARAGRAPHS_V1).rows)
+    index._append_rows(index.prepare_replacement(*make_version("n", "r2", PARAGRAPHS_V2).rows))
+    [leftovers] = index.check().leftovers
+    source = make_version("n", "r2", PARAGRAPHS_V2).rows[0]["source"]
+    assert (f"run r2 left 3 chunk and 6 proposition row(s) uncommitted (1 document(s): "
+            f"document n ({source})): an interrupted run's leftovers; search ignores them and "
+            "the next ingest removes them") == leftovers.describe()
 
 
 def test_a_new_document_is_invisible_until_committed(index):
@@ -671,7 +683,6 @@ def plant_lineage_mismatch(index):
 
 @pytest.mark.parametrize(("plant", "expected"), [
     (plant_count_mismatch, "chunk_count is 7 but 2 live row(s) exist"),
-    (plant_orphan_chunk, "orphan chunk rows"),
     (plant_duplicate_chunk, "duplicate live chunk chunk_id"),
     (plant_duplicate_document, "duplicate documents rows"),
     (plant_text_mismatch, "chunk text differs from document text"),
@@ -680,7 +691,6 @@ def plant_lineage_mismatch(index):
     (plant_missing_parent, "proposition's chunk is not a live chunk"),
     (plant_parent_in_other_document, "proposition's chunk belongs to another document"),
     (plant_proposition_pages, "proposition pages differ from its chunk's pages"),
-    (plant_uncommitted, "uncommitted chunk row(s) of run r9"),
     (plant_indexed_without_run, "status is indexed but no run is committed"),
     (plant_lineage_mismatch, "chunk source differs from the documents row"),
 ])
@@ -691,6 +701,20 @@ def test_verify_finds_each_planted_problem(index, plant, expected):
     plant(index)
     problems = index.verify()
     assert ([], True) == (clean, any(expected in p for p in problems)), problems
+
+
+@pytest.mark.parametrize(("plant", "expected"), [
+    (plant_orphan_chunk, [("r1", 1, 0, ["ghost"])]),
+    (plant_uncommitted, [("r9", 3, 6, ["d"])]),
+])
+def test_rows_no_documents_row_names_are_leftovers_not_problems(index, plant, expected):
+    index.replace_document(*make_version("d", "r1", PARAGRAPHS_V1).rows)
+    index.replace_document(*make_version("e", "r1", PARAGRAPHS_V1, seed=1).rows)
+    plant(index)
+    found = index.check()
+    assert ([], expected) == (found.problems, [
+        (left.run_id, left.chunks, left.propositions, list(left.documents))
+        for left in found.leftovers])
 
 
 def test_an_index_from_an_older_schema_gains_new_columns_on_its_next_write(tmp_path):

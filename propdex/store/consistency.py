@@ -1,16 +1,18 @@
 """Checks of the three tables against each other and against the documents ledger.
 
-Pure functions over plain rows, so ``Index.verify`` only has to read the tables. A chunk or
+Pure functions over plain rows, so ``Index.check`` only has to read the tables. A chunk or
 proposition row is *live* when its (doc_id, run_id) is the documents row's committed
-(doc_id, run_id); other rows of a known document are uncommitted leftovers (a crashed or
-superseded replacement: reads ignore them and ``sweep_uncommitted`` removes them), and rows
-of an unknown document are orphans.
+(doc_id, run_id). Every other row -- of a run that never committed its documents row, of a
+version superseded but not yet deleted, of a document removed halfway -- is a leftover of an
+interrupted run, not an inconsistency: every read ignores it and the sweep at the start of
+the next ingest (``sweep_uncommitted``) removes it. Leftovers are reported apart, per run.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from propdex.store.schema import DOCUMENT_STATUSES
 
@@ -48,10 +50,35 @@ def _label(doc_id: str, docs: dict[str, dict]) -> str:
     return f"document {doc_id} ({source})" if source else f"document {doc_id}"
 
 
-def find_problems(
+@dataclass
+class Leftovers:
+    """The chunk and proposition rows of one run that no documents row names as committed."""
+
+    run_id: str
+    chunks: int = 0
+    propositions: int = 0
+    documents: dict[str, str] = field(default_factory=dict)  # doc_id -> label, as first seen
+
+    def describe(self) -> str:
+        labels = list(self.documents.values())
+        shown = "; ".join(labels[:_EXAMPLES]) + ("; ..." if len(labels) > _EXAMPLES else "")
+        return (f"run {self.run_id} left {self.chunks} chunk and {self.propositions} proposition "
+                f"row(s) uncommitted ({len(self.documents)} document(s): {shown}): an interrupted "
+                "run's leftovers; search ignores them and the next ingest removes them")
+
+
+@dataclass
+class Verification:
+    """What ``Index.check`` found: real problems, and leftovers of interrupted runs."""
+
+    problems: list[str] = field(default_factory=list)  # empty: the index is consistent
+    leftovers: list[Leftovers] = field(default_factory=list)
+
+
+def verify_tables(
     documents: Iterable[dict], chunks: Iterable[dict], propositions: Iterable[dict]
-) -> list[str]:
-    """Human-readable problems; an empty list means the index is consistent."""
+) -> Verification:
+    """The problems and the leftovers the rows show."""
     findings = _Findings()
     docs: dict[str, dict] = {}
     for doc in documents:
@@ -69,34 +96,35 @@ def find_problems(
         elif doc["status"] == "indexed":
             findings.add("status is indexed but no run is committed (run_id is null)", label)
 
-    live_chunks = _split_live(chunks, "chunk", "chunk_id", docs, live_run, findings)
-    live_props = _split_live(propositions, "proposition", "prop_id", docs, live_run, findings)
+    leftovers: dict[str, Leftovers] = {}
+    live_chunks = _split_live(chunks, "chunk", "chunk_id", docs, live_run, findings, leftovers)
+    live_props = _split_live(propositions, "proposition", "prop_id", docs, live_run, findings,
+                             leftovers)
     _check_ledger_counts(docs, live_run, live_chunks, live_props, findings)
     chunk_by_id = _check_chunks(live_chunks, docs, findings)
     _check_propositions(live_props, chunk_by_id, docs, findings)
-    return findings.render()
+    return Verification(findings.render(), [leftovers[run] for run in sorted(leftovers)])
 
 
 def _split_live(
     rows: Iterable[dict], kind: str, key: str, docs: dict[str, dict],
-    live_run: dict[str, str], findings: _Findings,
+    live_run: dict[str, str], findings: _Findings, leftovers: dict[str, Leftovers],
 ) -> list[dict]:
     live = []
-    leftovers: Counter[tuple[str, str]] = Counter()
     for row in rows:
-        doc_id = row["doc_id"]
-        if doc_id not in docs:
-            findings.add(f"orphan {kind} rows: no documents row", _label(doc_id, docs), row[key])
-        elif live_run.get(doc_id) == row["run_id"]:
+        doc_id, run_id = row["doc_id"], row["run_id"]
+        if live_run.get(doc_id) == run_id:
             live.append(row)
+            continue
+        left = leftovers.setdefault(run_id, Leftovers(run_id))
+        if kind == "chunk":
+            left.chunks += 1
         else:
-            leftovers[(doc_id, row["run_id"])] += 1
-    for (doc_id, run_id), count in leftovers.items():
-        findings.add(
-            f"{count} uncommitted {kind} row(s) of run {run_id} (leftovers of a crashed or "
-            "superseded replacement; search ignores them, sweep_uncommitted removes them)",
-            _label(doc_id, docs),
-        )
+            left.propositions += 1
+        if doc_id not in left.documents:
+            # A document that never committed has no documents row: the rows name its source.
+            left.documents[doc_id] = (_label(doc_id, docs) if doc_id in docs
+                                      else f"document {doc_id} ({row['source']})")
     duplicates = Counter(row[key] for row in live)
     for row_id, count in duplicates.items():
         if count > 1:

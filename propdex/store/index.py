@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from propdex.store.consistency import find_problems
+from propdex.store.consistency import Verification, verify_tables
 from propdex.store.live import LIVE_COLUMNS, LiveDocumentsCache
 from propdex.store.locks import WriterLocks
 from propdex.store.maintenance import VECTOR_INDEX_THRESHOLD
@@ -71,8 +71,10 @@ class Index(Replacements):
         return self._reader.rankings()
 
     # Verification ----------------------------------------------------------------------
-    def verify(self) -> list[str]:
-        """Problems found between the tables and the documents ledger (empty = consistent)."""
+    def check(self) -> Verification:
+        """The problems found between the tables and the documents ledger, and apart from
+        them the leftovers of interrupted runs (rows no read sees, which the next ingest
+        sweeps)."""
         documents = self.documents(with_text=True)
         chunks = self.read(CHUNKS, [
             "chunk_id", "doc_id", "run_id", "ordinal", "text", "char_start", "char_end",
@@ -82,4 +84,9 @@ class Index(Replacements):
             "prop_id", "chunk_id", "doc_id", "run_id", "passed", "page_start", "page_end",
             "source", "content_sha256",
         ])
-        return find_problems(documents, chunks, propositions)
+        return verify_tables(documents, chunks, propositions)
+
+    def verify(self) -> list[str]:
+        """Problems found between the tables and the documents ledger (empty = consistent);
+        leftovers of interrupted runs are not problems (``check`` lists them)."""
+        return self.check().problems

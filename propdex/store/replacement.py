@@ -139,11 +139,6 @@ class Replacements(Maintenance):
         """Give a document new metadata: its documents row (``metadata``, ``meta``) and the
         ``meta`` of every chunk and proposition row of it, without touching their text or
         vectors. Returns the chunk and proposition rows updated."""
-        documents = self._writable_table(DOCUMENTS, None)
-        columns = ("doc_id", "metadata", META)
-        data = pa.Table.from_pylist(
-            [{"doc_id": doc_id, "metadata": metadata_json, META: entries or None}],
-            schema=pa.schema([DOCUMENTS_SCHEMA.field(k) for k in columns]))
         # No entries: null, which no filter matches (Lance cannot update to an empty list).
         value = p.string_array(entries) if entries else "NULL"
         updated = 0
@@ -162,8 +157,9 @@ class Replacements(Maintenance):
                     updated += count
             # Last, as a replacement's commit: a crash before it leaves the old metadata on
             # the documents row, and the next run's plan updates the rows again.
-            self._write(f"update the metadata of {doc_id}", lambda: (
-                documents.merge_insert("doc_id").when_matched_update_all().execute(data)))
+            self._update_documents_rows(
+                [{"doc_id": doc_id, "metadata": metadata_json, META: entries or None}],
+                f"update the metadata of {doc_id}")
         self._compact_documents_when_fragmented()
         return updated
 
@@ -172,14 +168,21 @@ class Replacements(Maintenance):
         with no row (its first attempt crashed) is skipped: the next run's plan sets it."""
         if not found_at or self.table(DOCUMENTS) is None:
             return
+        with self._hold(list(found_at)):
+            self._update_documents_rows(
+                [{"doc_id": doc_id, "found_at": paths} for doc_id, paths in found_at.items()],
+                "record where documents were found")
+        self._compact_documents_when_fragmented()
+
+    def _update_documents_rows(self, rows: list[dict], action: str) -> None:
+        """Set the columns the ``rows`` give (doc_id plus any others, the same in each) on
+        the documents rows of those doc_ids; every other column keeps its value, and a
+        doc_id with no row is skipped. The caller holds the documents' locks."""
         documents = self._writable_table(DOCUMENTS, None)
         data = pa.Table.from_pylist(
-            [{"doc_id": doc_id, "found_at": paths} for doc_id, paths in found_at.items()],
-            schema=pa.schema([DOCUMENTS_SCHEMA.field(k) for k in ("doc_id", "found_at")]))
-        with self._hold(list(found_at)):
-            self._write("record where documents were found", lambda: (
-                documents.merge_insert("doc_id").when_matched_update_all().execute(data)))
-        self._compact_documents_when_fragmented()
+            rows, schema=pa.schema([DOCUMENTS_SCHEMA.field(k) for k in rows[0]]))
+        self._write(action, lambda: (
+            documents.merge_insert("doc_id").when_matched_update_all().execute(data)))
 
     # Failures, pruning, sweeping -------------------------------------------------------
     def record_failure(self, doc_row: dict) -> None:
@@ -190,21 +193,18 @@ class Replacements(Maintenance):
         with run_id null."""
         row = _failure_row(doc_row)
         table = self._writable_table(DOCUMENTS, None)
+        action = f"record the failure of {row['doc_id']}"
         with self._hold([row["doc_id"]]):
             if self._committed_run(row["doc_id"]) is not None:
                 # Only the attempt's columns: the matched row keeps every column not given.
                 columns = ("doc_id", *FAILURE_COLUMNS,
                            *(k for k in ATTEMPT_COLUMNS if row.get(k) is not None))
-                data = pa.Table.from_pylist(
-                    [{k: row[k] for k in columns}],
-                    schema=pa.schema([DOCUMENTS_SCHEMA.field(k) for k in columns]),
-                )
-                merge = table.merge_insert("doc_id").when_matched_update_all()
+                self._update_documents_rows([{k: row[k] for k in columns}], action)
             else:
                 data = _to_table([row], DOCUMENTS_SCHEMA)
-                merge = (table.merge_insert("doc_id").when_matched_update_all()
-                         .when_not_matched_insert_all())
-            self._write(f"record the failure of {row['doc_id']}", lambda: merge.execute(data))
+                self._write(action, lambda: (
+                    table.merge_insert("doc_id").when_matched_update_all()
+                    .when_not_matched_insert_all().execute(data)))
         self._compact_documents_when_fragmented()
 
     def delete_documents(self, doc_ids: list[str]) -> None:

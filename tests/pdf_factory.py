@@ -474,3 +474,62 @@ def make_turned_pdf(path: str | Path, source: str | Path, turn: int, rotate: int
         doc.save(path)
         doc.close()
     return path
+
+
+# A borderless table as annual reports set them: a left-aligned label column that wraps, each
+# row's values right-aligned; a row is (label, values), the label wrapped to the column width.
+SEGMENTS_HEADER = ["Segment", "2023", "2022", "2021"]
+SEGMENTS = [
+    ("Footwear, including running, basketball and lifestyle shoes", ["29,143", "28,021", "25,312"]),
+    ("Apparel", ["13,843", "13,567", "12,865"]),
+    ("Equipment and accessories sold through our own stores, online and wholesale partners",
+     ["2,011", "1,929", "1,749"]),
+    ("Global Brand Divisions", ["58", "102", "25"]),
+]
+SEGMENT_COLUMNS = (MARGIN, 200, 290, 380, 470)  # label column, then one per value
+SEGMENT_SIZE = 9
+
+
+def wrap_words(text: str, width: float, fontsize: float = SEGMENT_SIZE) -> list[str]:
+    """``text`` broken into lines of Helvetica at ``fontsize`` no wider than ``width``, as a
+    typesetter fills a column: each line takes every word that fits."""
+    lines: list[str] = []
+    for word in text.split():
+        candidate = f"{lines[-1]} {word}" if lines else word
+        if lines and pymupdf.get_text_length(candidate, fontsize=fontsize) <= width:
+            lines[-1] = candidate
+        else:
+            lines.append(word)
+    return lines
+
+
+def make_borderless_table_pdf(path: str | Path, rows: Sequence = SEGMENTS, *,
+                              values_on: str = "first", pitch: float = 11,
+                              row_gap: float = 6) -> Path:
+    """One page: a heading, a paragraph, a "Table 4" caption and ``rows`` under
+    SEGMENTS_HEADER in 9 pt without any rule: labels wrapped to the first column's width
+    (one holding "\\n" broken there instead), lines ``pitch`` apart, the values on the row's ``values_on`` ("first" or "last") line,
+    right-aligned, and ``row_gap`` more between rows."""
+    path = Path(path)
+    doc, page = _captioned_page("Annual figures", "Table 4: Revenues by segment (USD millions)", 130)
+    page.insert_text((MARGIN, 105), "Revenues grew in every segment over the three years.",
+                     fontsize=BODY_SIZE)
+    label_width = SEGMENT_COLUMNS[1] - SEGMENT_COLUMNS[0] - 12
+    baseline = 150.0
+    for number, (label, values) in enumerate([(SEGMENTS_HEADER[0], SEGMENTS_HEADER[1:]), *rows]):
+        lines = label.split("\n") if "\n" in label else wrap_words(label, label_width)
+        font = "hebo" if number == 0 else "helv"
+        for line_number, line in enumerate(lines):
+            page.insert_text((SEGMENT_COLUMNS[0], baseline + line_number * pitch), line,
+                             fontname=font, fontsize=SEGMENT_SIZE)
+        value_line = baseline + (len(lines) - 1) * pitch if values_on == "last" else baseline
+        for right, value in zip(SEGMENT_COLUMNS[2:], values, strict=False):
+            width = pymupdf.get_text_length(value, fontname=font, fontsize=SEGMENT_SIZE)
+            page.insert_text((right - 6 - width, value_line), value, fontname=font,
+                             fontsize=SEGMENT_SIZE)
+        baseline += len(lines) * pitch + row_gap
+    page.insert_text((MARGIN, baseline + 20), "Footwear remained the largest segment.",
+                     fontsize=BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path

@@ -91,24 +91,49 @@ def _crosses(rule: Rule, column: Rect) -> bool:
     return min(rule.x1, column[2]) - max(rule.x0, column[0]) >= RULE_COVER * width
 
 
-def _ruled_between(rules: Sequence[Rule], column: Rect, top: float, bottom: float) -> bool:
+def ruled_between(rules: Sequence[Rule], column: Rect, top: float, bottom: float) -> bool:
+    """Whether a rule crossing ``column`` lies between heights ``top`` and ``bottom``."""
     return any(top < rule.y < bottom and _crosses(rule, column) for rule in rules)
+
+
+@dataclass(frozen=True)
+class PrintedLine:
+    """A printed line of words: its top and bottom, the right edge of its last word, the
+    width of its first word and its text."""
+
+    top: float
+    bottom: float
+    right: float
+    first_width: float
+    text: str
+
+
+def printed_lines(words: Sequence[Word], rect: Rect) -> list[PrintedLine]:
+    """The printed lines of the words whose centre lies in ``rect``, top down."""
+    x0, y0, x1, y1 = rect
+    inside = sorted(
+        (w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1),
+        key=lambda w: (w[1], w[3]),
+    )
+    lines: list[list[Word]] = []
+    for w in inside:
+        # A word whose middle lies above the bottom of the line so far is on that line.
+        if lines and w[1] + (w[3] - w[1]) / 2 <= max(v[3] for v in lines[-1]):
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    result = []
+    for line in lines:
+        line.sort(key=lambda w: w[0])
+        result.append(PrintedLine(min(w[1] for w in line), max(w[3] for w in line),
+                                  max(w[2] for w in line), line[0][2] - line[0][0],
+                                  " ".join(w[4] for w in line)))
+    return result
 
 
 def cell_lines(words: Sequence[Word], rect: Rect) -> list[tuple[float, float]]:
     """The printed lines (top, bottom) of the words whose centre lies in ``rect``, top down."""
-    x0, y0, x1, y1 = rect
-    inside = sorted(
-        (w[1], w[3]) for w in words
-        if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1
-    )
-    lines: list[list[float]] = []
-    for top, bottom in inside:
-        if lines and top + (bottom - top) / 2 <= lines[-1][1]:
-            lines[-1][1] = max(lines[-1][1], bottom)
-        else:
-            lines.append([top, bottom])
-    return [(top, bottom) for top, bottom in lines]
+    return [(line.top, line.bottom) for line in printed_lines(words, rect)]
 
 
 def _goes_on(above: list[tuple[float, float]], below: list[tuple[float, float]]) -> bool:
@@ -127,7 +152,7 @@ def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Seq
     width = min((len(r) for r in rects), default=0)
     whole = union([box for row in rects for box in row])
     ruled = whole is not None and any(
-        _ruled_between(rules, column, whole[1] + MAX_RULE_THICKNESS, whole[3] - MAX_RULE_THICKNESS)
+        ruled_between(rules, column, whole[1] + MAX_RULE_THICKNESS, whole[3] - MAX_RULE_THICKNESS)
         for column in (union([row[n] for row in rects]) for n in range(width)) if column)
     continued = []
     for row in range(1, min(len(texts), len(rects))):
@@ -137,7 +162,7 @@ def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Seq
             if upper is None or lower is None:
                 continue
             above, below = cell_lines(words, upper), cell_lines(words, lower)
-            if len(above) < 2 or not below or _ruled_between(rules, upper, above[-1][1], below[0][0]):
+            if len(above) < 2 or not below or ruled_between(rules, upper, above[-1][1], below[0][0]):
                 continue
             under.add(column)
             if _goes_on(above, below):

@@ -13,7 +13,13 @@ from propdex.extract.table_wraps import wrapped_rows
 from propdex.llm.offline_rules.tables import table_row_propositions
 from propdex.models import ExtractedDocument
 from propdex.settings import Settings
-from tests.pdf_factory import SEGMENTS, make_borderless_table_pdf
+from tests.pdf_factory import (
+    PROGRAMME_COLUMNS,
+    PROGRAMMES,
+    PROGRAMMES_HEADER,
+    SEGMENTS,
+    make_borderless_table_pdf,
+)
 from tests.table_checks import rows_off_their_boxes
 from tests.table_checks import table_lines as rows
 
@@ -38,14 +44,17 @@ def built(tmp_path_factory) -> dict[str, Path]:
         "values last": make_borderless_table_pdf(folder / "last.pdf", values_on="last", pitch=12,
                                                  row_gap=4),
         "single lines": make_borderless_table_pdf(
-            folder / "single.pdf", [("Footwear", ["29,143", "28,021", "25,312"]),
-                                    ("Apparel", ["13,843", "13,567", "12,865"]),
-                                    ("Global Brand Divisions", ["58", "102", "25"])], pitch=12),
+            folder / "single.pdf", [["Footwear", "29,143", "28,021", "25,312"],
+                                    ["Apparel", "13,843", "13,567", "12,865"],
+                                    ["Global Brand Divisions", "58", "102", "25"]], pitch=12),
         # A row-group header on the line above its one item, at the line pitch.
         "group header": make_borderless_table_pdf(
-            folder / "group.pdf", [SEGMENTS[0], ("Costs\nCost of sales", ["20,001", "19,002", "18,003"]),
+            folder / "group.pdf", [SEGMENTS[0], ["Costs\nCost of sales", "20,001", "19,002", "18,003"],
                                    SEGMENTS[2]], values_on="last", row_gap=4),
         "no row gap": make_borderless_table_pdf(folder / "tight.pdf", pitch=12, row_gap=0),
+        "two text columns": make_borderless_table_pdf(
+            folder / "programmes.pdf", PROGRAMMES, header=PROGRAMMES_HEADER,
+            columns=PROGRAMME_COLUMNS, text_columns=2, values_on="last", row_gap=3),
     }
 
 
@@ -60,6 +69,15 @@ def test_a_label_wrapped_under_its_values_is_one_row(read) -> None:
 
 def test_a_label_wrapped_above_its_values_is_one_row(read) -> None:
     assert JOINED == rows(read["values last"].text)
+
+
+def test_rows_whose_label_and_description_both_wrap_are_one_row_each(read) -> None:
+    assert ["|Programme|Description|Cost|",
+            "|Community sports grants|Grants to local clubs for equipment, coaching and travel to "
+            "competitions|4.2|",
+            "|Athlete development|Scholarships for young athletes|2.7|",
+            "|Sustainability investments in our own supply chain|Renewable energy and water "
+            "recycling at supplier factories|11.9|"] == rows(read["two text columns"].text)
 
 
 def test_a_borderless_table_of_single_line_rows_is_unchanged(read) -> None:
@@ -85,7 +103,7 @@ def test_the_joined_row_is_stated_with_its_whole_label(read) -> None:
             "2021 is 1,749."] == [s for s in statements if "Equipment" in s]
 
 
-@pytest.mark.parametrize("name", ["values first", "values last"])
+@pytest.mark.parametrize("name", ["values first", "values last", "two text columns"])
 def test_each_joined_row_slices_the_text_and_its_box_covers_its_cells(built, read, name: str) -> None:
     assert ([], True) == rows_off_their_boxes(read[name], built[name])
 

@@ -26,6 +26,7 @@ Where any of them is missing the rows stay as the engine cut them.
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Sequence
 
 from propdex.extract.table_rows import (
@@ -38,9 +39,10 @@ from propdex.extract.table_rows import (
     union,
 )
 
-# Steps between lines this share of the line height above the table's line pitch are still
-# the pitch (lines of one row); steps this much wider set rows apart.
-PITCH_SLACK = 0.1
+# Steps (top to top) up to this share of the line height above the table's line pitch are
+# the pitch: lines of one row. Steps at least ROW_GAP of it wider set rows apart (2.5 pt for
+# 9 pt type, whose words PyMuPDF boxes 12.4 pt high); steps in between are neither.
+LINE_SLACK = 0.1
 ROW_GAP = 0.2
 # A text cell has three letters in a row; a value (12.5%, (1,929), n/a, a dash) has none.
 _TEXT = re.compile(r"[^\W\d_]{3}")
@@ -52,10 +54,12 @@ def _steps(row_lines: Sequence[Sequence]) -> list[float | None]:
             for above, below in zip(row_lines, row_lines[1:], strict=False)]
 
 
-def _pitch(row_lines: Sequence[Sequence], steps: Sequence[float | None]) -> float | None:
-    """The table's line pitch: the smallest step between two lines of its body."""
+def _pitch(row_lines: Sequence[Sequence], steps: Sequence[float | None], height: float,
+           ) -> float | None:
+    """The table's line pitch: the smallest step between two lines of its body. A step under
+    half a line's height is a raised or lowered word (a footnote mark), not a line."""
     inside = [b.top - a.top for lines in row_lines for a, b in zip(lines, lines[1:], strict=False)]
-    candidates = [s for s in [*inside, *steps] if s is not None and s > 0]
+    candidates = [s for s in [*inside, *steps] if s is not None and s > height / 2]
     return min(candidates, default=None)
 
 
@@ -68,6 +72,10 @@ def _wraps(above: Sequence, below: Sequence, right: float) -> bool:
 
 def _joinable(texts: Sequence[Sequence[str | None]], cells: Sequence[Sequence[Sequence]],
               group: range, rights: Sequence[float]) -> bool:
+    """Whether the rows of ``group`` are the lines of one row: some column is filled in two
+    or more of them, and every such column holds text in consecutive rows, each line going
+    on in the next row by a wrap. ``cells`` are the printed lines of each cell, ``rights``
+    each column's right edge."""
     shared = False
     for column in range(len(rights)):
         filled = [row for row in group if (texts[row][column] or "").strip()]
@@ -96,26 +104,16 @@ def wrapped_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Sequence
     row_lines = [printed_lines(words, union(rects[row])) if union(rects[row]) else []
                  for row in range(count)]
     steps = _steps(row_lines)
-    pitch = _pitch(row_lines[1:], steps[1:])
     heights = [line.bottom - line.top for lines in row_lines for line in lines]
-    if pitch is None or not heights:
+    if not heights:
         return []
-    height = sorted(heights)[len(heights) // 2]
-    columns = [c for c in (union([rects[row][n] for row in range(count)]) for n in range(width)) if c]
-
-    def ruled(row: int) -> bool:  # a rule across a column between row and row + 1
-        if not row_lines[row] or not row_lines[row + 1]:
-            return False
-        top, bottom = row_lines[row][-1].bottom, row_lines[row + 1][0].top
-        return any(ruled_between(rules, column, top - MAX_RULE_THICKNESS, bottom + MAX_RULE_THICKNESS)
-                   for column in columns)
-
-    tight = [step is not None and step <= pitch + PITCH_SLACK * height and not ruled(row)
-             for row, step in enumerate(steps)]
-    spaced = [step is not None and step >= pitch + ROW_GAP * height for step in steps]
-    if not any(spaced[1:]) and not spaced[0]:
+    height = statistics.median(heights)
+    pitch = _pitch(row_lines[1:], steps[1:], height)
+    if pitch is None:
+        return []
+    tight, apart = _links(rects, row_lines, steps, rules, pitch, height)
+    if not any(apart):
         return []  # no row set apart from another: the table gives no evidence of its rows
-    apart = [s or ruled(row) for row, s in enumerate(spaced)]
     cells = [[printed_lines(words, rects[row][column]) if rects[row][column] else []
               for column in range(width)] for row in range(count)]
     rights = [max((line.right for row in range(1, count) for line in cells[row][column]),
@@ -132,3 +130,26 @@ def wrapped_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Sequence
         row = end + 1
     return continued
 
+
+def _links(rects: Sequence[Sequence[Rect | None]], row_lines: Sequence[Sequence],
+           steps: Sequence[float | None], rules: Sequence[Rule], pitch: float, height: float,
+           ) -> tuple[list[bool], list[bool]]:
+    """For each pair of neighbouring rows: whether the lower one follows at the line pitch,
+    no rule between (tight), and whether a wider step sets them apart (spaced). A rule across
+    a column between them counts as spaced once the table has a spaced step at all."""
+    width = min(len(row) for row in rects)
+    columns = [c for c in (union([row[n] for row in rects]) for n in range(width)) if c]
+
+    def ruled(row: int) -> bool:
+        if not row_lines[row] or not row_lines[row + 1]:
+            return False
+        top, bottom = row_lines[row][-1].bottom, row_lines[row + 1][0].top
+        return any(ruled_between(rules, column, top - MAX_RULE_THICKNESS, bottom + MAX_RULE_THICKNESS)
+                   for column in columns)
+
+    tight = [step is not None and step <= pitch + LINE_SLACK * height and not ruled(row)
+             for row, step in enumerate(steps)]
+    spaced = [step is not None and step >= pitch + ROW_GAP * height for step in steps]
+    if not any(spaced):
+        return tight, spaced
+    return tight, [s or ruled(row) for row, s in enumerate(spaced)]

@@ -52,6 +52,9 @@ def built(tmp_path_factory) -> dict[str, Path]:
             folder / "group.pdf", [SEGMENTS[0], ["Costs\nCost of sales", "20,001", "19,002", "18,003"],
                                    SEGMENTS[2]], values_on="last", row_gap=4),
         "no row gap": make_borderless_table_pdf(folder / "tight.pdf", pitch=12, row_gap=0),
+        # Here the engine keeps the first label's two lines in one cell.
+        "no row gap, label kept": make_borderless_table_pdf(folder / "kept.pdf", pitch=10.5,
+                                                            row_gap=0),
         "two text columns": make_borderless_table_pdf(
             folder / "programmes.pdf", PROGRAMMES, header=PROGRAMMES_HEADER,
             columns=PROGRAMME_COLUMNS, text_columns=2, values_on="last", row_gap=3),
@@ -94,6 +97,13 @@ def test_rows_set_at_the_line_pitch_stay_as_the_engine_cut_them(read) -> None:
     # Without a wider step between rows nothing tells which row a lone label line belongs to.
     assert ["|Footwear, including running,|29,143|28,021|25,312|", "|basketball and lifestyle shoes||||"
             ] == rows(read["no row gap"].text)[1:3]
+
+
+def test_a_row_under_a_label_of_two_lines_at_the_line_pitch_is_no_continuation(read) -> None:
+    # The label's lines go on at their pitch into the next row, but in a table without rules
+    # that is only how the rows are set; the values say they are two rows.
+    assert ["|Footwear, including running, basketball and lifestyle shoes|29,143|28,021|25,312|",
+            "|Apparel|13,843|13,567|12,865|"] == rows(read["no row gap, label kept"].text)[1:3]
 
 
 def test_the_joined_row_is_stated_with_its_whole_label(read) -> None:

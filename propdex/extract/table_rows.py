@@ -17,13 +17,15 @@ around every cell. So the page's horizontal rules are read here: they bound a ce
   whole and given to each of the rows. That is a group label in the table's first column,
   or any cell whose lines a row line cuts through (not a value that is merely alone in the
   middle row of a group). Without rules, a line the grid cut goes to the rows it lies on.
-* A **continuation row**, merged into the row above: a cell of two lines or more goes on in
-  it at its own line pitch (no paragraph break), no rule between them, and the first filled
-  column of the row above is empty in it or goes on the same way; or, in a table with rules
-  between rows, it fills only some columns, each under a cell of two lines or more with no
-  rule between. Rows of one line each (Table 3's inside a group) stay apart; so do rows of a
-  table without rules that the engine cut after the first line of every cell, which look
-  just like them.
+* A **continuation row**, merged into the row above, in a table with rules between rows: a
+  cell of two lines or more goes on in it at its own line pitch (no paragraph break), no rule
+  between them, and the first filled column of the row above is empty in it or goes on the
+  same way; or it fills only some columns, each under a cell of two lines or more with no
+  rule between. Rows of one line each (Table 3's inside a group) stay apart. In a table
+  without rules between rows, a cell's lines going on at the pitch into the next row are as
+  likely that row's own ("Footwear, including running, / basketball shoes | 29,143" over
+  "Apparel | 13,843", set without a gap): ``propdex.extract.table_wraps`` joins rows there,
+  on stricter evidence.
 """
 
 from __future__ import annotations
@@ -145,10 +147,11 @@ def _goes_on(above: list[tuple[float, float]], below: list[tuple[float, float]])
 
 def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Sequence[Rect | None]],
                       words: Sequence[Word], rules: Sequence[Rule]) -> list[int]:
-    """The rows (by index, never the first) that go on with the row above: a cell of two
-    lines or more goes on at its line pitch, and the first filled column of the row above is
-    empty or goes on too; or, in a table with rules between its rows, the row fills only
-    some columns, each under a cell of two lines or more."""
+    """The rows (by index, never the first) of a table with rules between its rows that go
+    on with the row above: a cell of two lines or more goes on at its line pitch, and the
+    first filled column of the row above is empty or goes on too; or the row fills only some
+    columns, each under a cell of two lines or more. Without rules between rows, lines at the
+    pitch are as likely the next row (``propdex.extract.table_wraps`` decides there)."""
     width = min((len(r) for r in rects), default=0)
     whole = union([box for row in rects for box in row])
     ruled = whole is not None and any(
@@ -172,7 +175,7 @@ def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Seq
         if not filled_above or not filled:
             continue
         lead = filled_above[0]
-        if going_on and (lead in going_on or lead not in filled):
+        if ruled and going_on and (lead in going_on or lead not in filled):
             continued.append(row)
         elif ruled and lead not in filled and len(filled) < width and filled <= under:
             continued.append(row)

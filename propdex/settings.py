@@ -34,8 +34,9 @@ from propdex.checks import CHECKS_VERSION, PROPOSITION_CHECKS_VERSION
 # of several lines joined to the row above; a heading the engine took into a running
 # header's box a Markdown heading; a page whose text runs sideways as shown (a landscape
 # table, a wrong /Rotate) turned upright for the engine rather than read in fast mode, and
-# boxes of rotated pages in the page's unrotated space.
-PIPELINE_VERSION = "10"
+# boxes of rotated pages in the page's unrotated space. 11: layout reader: a borderless
+# table's row that the engine cut after each line of a wrapped cell joined back.
+PIPELINE_VERSION = "11"
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -474,3 +474,77 @@ def make_turned_pdf(path: str | Path, source: str | Path, turn: int, rotate: int
         doc.save(path)
         doc.close()
     return path
+
+
+# A borderless table as annual reports set them: left-aligned text columns that wrap (here the
+# label), then right-aligned values. A row is its cells, text first.
+SEGMENTS_HEADER = ["Segment", "2023", "2022", "2021"]
+SEGMENTS = [
+    ["Footwear, including running, basketball and lifestyle shoes", "29,143", "28,021", "25,312"],
+    ["Apparel", "13,843", "13,567", "12,865"],
+    ["Equipment and accessories sold through our own stores, online and wholesale partners",
+     "2,011", "1,929", "1,749"],
+    ["Global Brand Divisions", "58", "102", "25"],
+]
+SEGMENT_COLUMNS = (MARGIN, 200, 290, 380, 470)  # each column's left edge, then the table's right
+# A table with two text columns that wrap.
+PROGRAMMES_HEADER = ["Programme", "Description", "Cost"]
+PROGRAMMES = [
+    ["Community sports grants",
+     "Grants to local clubs for equipment, coaching and travel to competitions", "4.2"],
+    ["Athlete development", "Scholarships for young athletes", "2.7"],
+    ["Sustainability investments in our own supply chain",
+     "Renewable energy and water recycling at supplier factories", "11.9"],
+]
+PROGRAMME_COLUMNS = (MARGIN, 160, 340, 420)
+TABLE_FONT_SIZE = 9
+
+
+def wrap_words(text: str, width: float, fontsize: float = TABLE_FONT_SIZE) -> list[str]:
+    """``text`` broken into lines of Helvetica at ``fontsize`` no wider than ``width``, as a
+    typesetter fills a column: each line takes every word that fits."""
+    lines: list[str] = []
+    for word in text.split():
+        candidate = f"{lines[-1]} {word}" if lines else word
+        if lines and pymupdf.get_text_length(candidate, fontsize=fontsize) <= width:
+            lines[-1] = candidate
+        else:
+            lines.append(word)
+    return lines
+
+
+def make_borderless_table_pdf(path: str | Path, rows: Sequence[Sequence[str]] = SEGMENTS, *,
+                              header: Sequence[str] = SEGMENTS_HEADER,
+                              columns: Sequence[float] = SEGMENT_COLUMNS, text_columns: int = 1,
+                              values_on: str = "first", pitch: float = 11,
+                              row_gap: float = 6) -> Path:
+    """One page: a heading, a paragraph, a "Table 4" caption and ``rows`` under ``header``
+    in 9 pt without any rule. The first ``text_columns`` cells of a row are wrapped to their
+    column's width (a cell holding "\\n" is broken there instead), lines ``pitch`` apart; the
+    other cells are values, right-aligned on the row's ``values_on`` ("first" or "last")
+    line. Rows are ``row_gap`` further apart than lines."""
+    path = Path(path)
+    doc, page = _captioned_page("Annual figures", "Table 4: Revenues by segment (USD millions)", 130)
+    page.insert_text((MARGIN, 105), "Revenues grew in every segment over the three years.",
+                     fontsize=BODY_SIZE)
+    baseline = 150.0
+    for number, row in enumerate([header, *rows]):
+        font = "hebo" if number == 0 else "helv"
+        texts = [cell.split("\n") if "\n" in cell else wrap_words(cell, right - left - 10)
+                 for cell, left, right in zip(row[:text_columns], columns, columns[1:], strict=False)]
+        for left, lines in zip(columns, texts, strict=False):
+            for line_number, line in enumerate(lines):
+                page.insert_text((left, baseline + line_number * pitch), line, fontname=font,
+                                 fontsize=TABLE_FONT_SIZE)
+        height = max(len(lines) for lines in texts)
+        value_line = baseline + (height - 1) * pitch if values_on == "last" else baseline
+        for right, value in zip(columns[text_columns + 1:], row[text_columns:], strict=False):
+            width = pymupdf.get_text_length(value, fontname=font, fontsize=TABLE_FONT_SIZE)
+            page.insert_text((right - 6 - width, value_line), value, fontname=font,
+                             fontsize=TABLE_FONT_SIZE)
+        baseline += height * pitch + row_gap
+    page.insert_text((MARGIN, baseline + 20), "Footwear remained the largest segment.",
+                     fontsize=BODY_SIZE)
+    doc.save(path)
+    doc.close()
+    return path

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pymupdf
 import pytest
 
 from propdex.extract import extract_document
 from propdex.extract.table_rows import Rule, SpanningCell, continuation_rows, spanning_cells
 from propdex.llm.offline_rules.tables import table_row_propositions
 from propdex.models import ExtractedDocument
-from propdex.regions import boxes_for_span
 from propdex.settings import Settings
 from tests.pdf_factory import (
     AUTONOMY_ROWS_LONG_LABEL,
@@ -20,6 +18,7 @@ from tests.pdf_factory import (
     make_row_group_table_pdf,
     make_row_label_table_pdf,
 )
+from tests.table_checks import rows_off_their_boxes
 
 LAYOUT = Settings(pdf_reader="layout")
 
@@ -91,17 +90,7 @@ def test_a_row_cut_through_its_first_cell_is_joined_back(read) -> None:
 
 @pytest.mark.parametrize("name", ["labelled", "groups", "multiline", "long label"])
 def test_each_row_slices_the_text_and_its_box_covers_its_cells(built, read, name: str) -> None:
-    doc = read[name]
-    uncovered = []
-    with pymupdf.open(built[name]) as pdf:
-        for row in rows(doc.text):
-            start = doc.text.index(row)
-            [box] = boxes_for_span(doc.regions, start, start + len(row))
-            printed = pdf[0].get_text("text", clip=pymupdf.Rect(box.x0, box.y0, box.x1, box.y1)
-                                      + (-1, -1, 1, 1))
-            uncovered += [w for w in row.replace("|", " ").split() if w not in printed]
-    assert ([], True) == (uncovered, all(doc.text[r.start:r.end] in rows(doc.text)
-                                         for r in doc.regions if doc.text[r.start] == "|"))
+    assert ([], True) == rows_off_their_boxes(read[name], built[name])
 
 
 # --- The rules on grids given directly ------------------------------------------------------

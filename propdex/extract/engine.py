@@ -49,6 +49,7 @@ from propdex.extract.table_rows import (
     spanning_cells,
     union,
 )
+from propdex.extract.table_wraps import wrapped_rows
 from propdex.models import PageBox, SectionHint, TextRegion
 
 PARAGRAPH_SEPARATOR = "\n\n"
@@ -350,8 +351,9 @@ def _cells(row: list[str | None], rects, raw: dict[int, list[dict]], words: list
 def _table_piece(table: dict, rect, raw: dict[int, list[dict]], page: TablePage,
                  ) -> Piece | None:
     """A pipe table, one row per line, the first row as its header; each row records the
-    rectangle its cells span. Rows the grid cut in two are joined, and a cell printed across
-    rows is given to each of them (``propdex.extract.table_rows``)."""
+    rectangle its cells span. Rows the grid cut in two are joined (``propdex.extract.table_rows``,
+    and ``table_wraps`` for a borderless table cut after each line of a wrapped cell), and a
+    cell printed across rows is given to each of them."""
     grid = table.get("extract") or []
     boxes = table.get("cells") or []
     rows = [(list(grid[n]), list(boxes[n]) if n < len(boxes) and boxes[n] else [None] * len(grid[n]))
@@ -359,7 +361,9 @@ def _table_piece(table: dict, rect, raw: dict[int, list[dict]], page: TablePage,
     if not rows:
         return None
     texts, rects = [r for r, _ in rows], [b for _, b in rows]
-    texts, rects = merge_rows(texts, rects, continuation_rows(texts, rects, page.words, page.rules))
+    continued = {*continuation_rows(texts, rects, page.words, page.rules),
+                 *wrapped_rows(texts, rects, page.words, page.rules)}
+    texts, rects = merge_rows(texts, rects, sorted(continued))
     spread = _spread_spanning_cells(texts, rects, raw, page)
     kept = [
         (_cells(texts[index], rects[index], raw, page.words, header=index == 0), rects[index])

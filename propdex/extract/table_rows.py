@@ -17,13 +17,15 @@ around every cell. So the page's horizontal rules are read here: they bound a ce
   whole and given to each of the rows. That is a group label in the table's first column,
   or any cell whose lines a row line cuts through (not a value that is merely alone in the
   middle row of a group). Without rules, a line the grid cut goes to the rows it lies on.
-* A **continuation row**, merged into the row above: a cell of two lines or more goes on in
-  it at its own line pitch (no paragraph break), no rule between them, and the first filled
-  column of the row above is empty in it or goes on the same way; or, in a table with rules
-  between rows, it fills only some columns, each under a cell of two lines or more with no
-  rule between. Rows of one line each (Table 3's inside a group) stay apart; so do rows of a
-  table without rules that the engine cut after the first line of every cell, which look
-  just like them.
+* A **continuation row**, merged into the row above, in a table with rules between rows: a
+  cell of two lines or more goes on in it at its own line pitch (no paragraph break), no rule
+  between them, and the first filled column of the row above is empty in it or goes on the
+  same way; or it fills only some columns, each under a cell of two lines or more with no
+  rule between. Rows of one line each (Table 3's inside a group) stay apart. In a table
+  without rules between rows, a cell's lines going on at the pitch into the next row are as
+  likely that row's own ("Footwear, including running, / basketball shoes | 29,143" over
+  "Apparel | 13,843", set without a gap): ``propdex.extract.table_wraps`` joins rows there,
+  on stricter evidence.
 """
 
 from __future__ import annotations
@@ -91,24 +93,49 @@ def _crosses(rule: Rule, column: Rect) -> bool:
     return min(rule.x1, column[2]) - max(rule.x0, column[0]) >= RULE_COVER * width
 
 
-def _ruled_between(rules: Sequence[Rule], column: Rect, top: float, bottom: float) -> bool:
+def ruled_between(rules: Sequence[Rule], column: Rect, top: float, bottom: float) -> bool:
+    """Whether a rule crossing ``column`` lies between heights ``top`` and ``bottom``."""
     return any(top < rule.y < bottom and _crosses(rule, column) for rule in rules)
+
+
+@dataclass(frozen=True)
+class PrintedLine:
+    """A printed line of words: its top and bottom, the right edge of its last word, the
+    width of its first word and its text."""
+
+    top: float
+    bottom: float
+    right: float
+    first_width: float
+    text: str
+
+
+def printed_lines(words: Sequence[Word], rect: Rect) -> list[PrintedLine]:
+    """The printed lines of the words whose centre lies in ``rect``, top down."""
+    x0, y0, x1, y1 = rect
+    inside = sorted(
+        (w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1),
+        key=lambda w: (w[1], w[3]),
+    )
+    lines: list[list[Word]] = []
+    for w in inside:
+        # A word whose middle lies above the bottom of the line so far is on that line.
+        if lines and w[1] + (w[3] - w[1]) / 2 <= max(v[3] for v in lines[-1]):
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    result = []
+    for line in lines:
+        line.sort(key=lambda w: w[0])
+        result.append(PrintedLine(min(w[1] for w in line), max(w[3] for w in line),
+                                  max(w[2] for w in line), line[0][2] - line[0][0],
+                                  " ".join(w[4] for w in line)))
+    return result
 
 
 def cell_lines(words: Sequence[Word], rect: Rect) -> list[tuple[float, float]]:
     """The printed lines (top, bottom) of the words whose centre lies in ``rect``, top down."""
-    x0, y0, x1, y1 = rect
-    inside = sorted(
-        (w[1], w[3]) for w in words
-        if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1
-    )
-    lines: list[list[float]] = []
-    for top, bottom in inside:
-        if lines and top + (bottom - top) / 2 <= lines[-1][1]:
-            lines[-1][1] = max(lines[-1][1], bottom)
-        else:
-            lines.append([top, bottom])
-    return [(top, bottom) for top, bottom in lines]
+    return [(line.top, line.bottom) for line in printed_lines(words, rect)]
 
 
 def _goes_on(above: list[tuple[float, float]], below: list[tuple[float, float]]) -> bool:
@@ -120,14 +147,15 @@ def _goes_on(above: list[tuple[float, float]], below: list[tuple[float, float]])
 
 def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Sequence[Rect | None]],
                       words: Sequence[Word], rules: Sequence[Rule]) -> list[int]:
-    """The rows (by index, never the first) that go on with the row above: a cell of two
-    lines or more goes on at its line pitch, and the first filled column of the row above is
-    empty or goes on too; or, in a table with rules between its rows, the row fills only
-    some columns, each under a cell of two lines or more."""
+    """The rows (by index, never the first) of a table with rules between its rows that go
+    on with the row above: a cell of two lines or more goes on at its line pitch, and the
+    first filled column of the row above is empty or goes on too; or the row fills only some
+    columns, each under a cell of two lines or more. Without rules between rows, lines at the
+    pitch are as likely the next row (``propdex.extract.table_wraps`` decides there)."""
     width = min((len(r) for r in rects), default=0)
     whole = union([box for row in rects for box in row])
     ruled = whole is not None and any(
-        _ruled_between(rules, column, whole[1] + MAX_RULE_THICKNESS, whole[3] - MAX_RULE_THICKNESS)
+        ruled_between(rules, column, whole[1] + MAX_RULE_THICKNESS, whole[3] - MAX_RULE_THICKNESS)
         for column in (union([row[n] for row in rects]) for n in range(width)) if column)
     continued = []
     for row in range(1, min(len(texts), len(rects))):
@@ -137,7 +165,7 @@ def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Seq
             if upper is None or lower is None:
                 continue
             above, below = cell_lines(words, upper), cell_lines(words, lower)
-            if len(above) < 2 or not below or _ruled_between(rules, upper, above[-1][1], below[0][0]):
+            if len(above) < 2 or not below or ruled_between(rules, upper, above[-1][1], below[0][0]):
                 continue
             under.add(column)
             if _goes_on(above, below):
@@ -147,7 +175,7 @@ def continuation_rows(texts: Sequence[Sequence[str | None]], rects: Sequence[Seq
         if not filled_above or not filled:
             continue
         lead = filled_above[0]
-        if going_on and (lead in going_on or lead not in filled):
+        if ruled and going_on and (lead in going_on or lead not in filled):
             continued.append(row)
         elif ruled and lead not in filled and len(filled) < width and filled <= under:
             continued.append(row)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from propdex.errors import PrefectStartError
-from propdex.prefect_runtime.server import HOME_UNUSABLE, NOT_NEEDED
+from propdex.prefect_runtime.server import DRAIN_SECONDS, HOME_UNUSABLE, NOT_NEEDED
 
 if TYPE_CHECKING:
     from prefect.settings import Settings
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
 _STARTUP_FAILED = 3
 _ATTEMPTS = 3
+# The server's stop waits up to DRAIN_SECONDS for its services to record what they received,
+# then shuts down in well under this margin.
+_STOP_SECONDS = DRAIN_SECONDS + 10
 
 
 def _free_port() -> int:
@@ -169,7 +172,7 @@ class EphemeralApi:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:
-                self._process.wait(timeout=10)
+                self._process.wait(timeout=_STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 self._process.kill()
 

@@ -1,0 +1,86 @@
+"""The ephemeral Prefect API a CLI run reports to records every task-run state it was sent
+before it stops: task runs reach Prefect's database only as events, which its services
+handle after the client has moved on."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli_ingest import write_notes
+
+REPO = Path(__file__).resolve().parents[1]
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "CRASHED"}
+
+# A flow of many quick tasks on the process's own API, as the CLI runs it, then the exit that
+# stops the API: the events of its last task runs arrive in a burst the server is still
+# recording when the process stops it.
+MANY_TASKS = textwrap.dedent("""
+    import sys
+    from propdex.prefect_runtime.api import start_ephemeral_api, using_api
+    api = start_ephemeral_api()
+    from prefect import flow, task
+
+    @task
+    def step(number):
+        return number
+
+    @flow
+    def many_steps(count):
+        return step.map(range(count)).result()
+
+    with using_api(api):
+        many_steps(int(sys.argv[1]))
+""")
+
+
+def task_run_states(home: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(home / "prefect.db") as db:
+        return db.execute("SELECT name, state_type FROM task_run ORDER BY name").fetchall()
+
+
+def run(args: list[str], home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFECT_HOME": str(home), "PYTHONPATH": str(REPO)}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def many_tasks(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    home = tmp_path_factory.mktemp("prefect-home")
+    return run([sys.executable, "-c", MANY_TASKS, "100"], home), home
+
+
+def test_every_task_run_of_a_burst_is_recorded_before_the_api_stops(many_tasks):
+    done, home = many_tasks
+    assert 0 == done.returncode, done.stderr
+    assert [("COMPLETED", 100)] == _counts(task_run_states(home))
+
+
+def test_stopping_the_api_after_a_burst_logs_no_error(many_tasks):
+    done, _ = many_tasks
+    assert "Error flushing" not in done.stderr
+
+
+def test_every_task_run_of_a_cli_ingest_is_recorded_in_a_final_state(tmp_path):
+    folder = write_notes(tmp_path / "notes")
+    home = tmp_path / "prefect-home"
+    done = run([sys.executable, "-m", "propdex.cli", "ingest", str(folder),
+                "--db", str(tmp_path / "db")], home)
+    assert 0 == done.returncode, done.stderr
+    states = task_run_states(home)
+    assert "Error flushing" not in done.stderr
+    assert [] == [(name, state) for name, state in states if state not in FINAL_STATES]
+    # The flow's last task: its events are the last the server receives.
+    assert any(name.startswith("publish-report-") for name, _ in states)
+
+
+def _counts(states: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    kinds = sorted({state for _, state in states})
+    return [(kind, sum(1 for _, state in states if state == kind)) for kind in kinds]

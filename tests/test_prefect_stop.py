@@ -67,9 +67,11 @@ def test_every_task_run_of_a_burst_is_recorded_before_the_api_stops(many_tasks):
     assert [("COMPLETED", BURST)] == _counts(task_run_states(home))
 
 
-def test_stopping_the_api_after_a_burst_logs_no_error(many_tasks):
+def test_stopping_the_api_after_a_burst_cancels_no_write(many_tasks):
+    # A write SQLite refused (a busy host) is logged as "Error flushing" too, then retried:
+    # only the shutdown's cancellation of a write loses a state.
     done, _ = many_tasks
-    assert "Error flushing" not in done.stderr
+    assert [] == cancelled_writes(done.stderr)
 
 
 def test_every_task_run_of_a_cli_ingest_is_recorded_in_a_final_state(tmp_path):
@@ -79,7 +81,7 @@ def test_every_task_run_of_a_cli_ingest_is_recorded_in_a_final_state(tmp_path):
                 "--db", str(tmp_path / "db")], home)
     assert 0 == done.returncode, done.stderr
     states = task_run_states(home)
-    assert "Error flushing" not in done.stderr
+    assert [] == cancelled_writes(done.stderr)
     assert [] == [(name, state) for name, state in states if state not in FINAL_STATES]
     # The flow's last task: its events are the last the server receives.
     assert any(name.startswith("publish-report-") for name, _ in states)
@@ -122,6 +124,10 @@ def test_a_long_drain_tells_the_user_once_why_the_cli_has_not_exited():
     drain_events(backlog.drained, backlog.counts, notice_seconds=0.05,
                  notice=lambda: notices.append(backlog.backlog))
     assert 1 == len(notices)
+
+
+def cancelled_writes(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CancelledError" in line]
 
 
 def _counts(states: list[tuple[str, str]]) -> list[tuple[str, int]]:

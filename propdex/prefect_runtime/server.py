@@ -109,21 +109,30 @@ class TaskRunRecorderQueues:
 
     def _find(self) -> tuple | None:
         if self._queues is None and self._loop is not None:
-            import asyncio
-
-            for task in asyncio.all_tasks(self._loop):
-                coro = task.get_coro()
-                frame = getattr(coro, "cr_frame", None)
-                if frame is None or getattr(coro, "__qualname__", "") != "Consumer.run":
-                    continue
-                handler = frame.f_locals.get("handler")
-                if getattr(handler, "__module__", "") != "prefect.server.services.task_run_recorder":
-                    continue
-                cells = dict(zip(handler.__code__.co_freevars, handler.__closure__ or (),
-                                 strict=True))
-                if "queue" in cells and "self" in frame.f_locals:
-                    self._queues = (frame.f_locals["self"].subscription, cells["queue"].cell_contents)
+            try:
+                self._queues = self._search()
+            except Exception:  # Prefect's internals changed: the stop must still happen
+                self._queues = None
+            if self._queues is None:
+                self._loop = None  # not searched again at every poll
         return self._queues
+
+    def _search(self) -> tuple | None:
+        import asyncio
+
+        for task in asyncio.all_tasks(self._loop):
+            coro = task.get_coro()
+            frame = getattr(coro, "cr_frame", None)
+            if frame is None or getattr(coro, "__qualname__", "") != "Consumer.run":
+                continue
+            handler = frame.f_locals.get("handler")
+            if getattr(handler, "__module__", "") != "prefect.server.services.task_run_recorder":
+                continue
+            cells = dict(zip(handler.__code__.co_freevars, handler.__closure__ or (),
+                             strict=True))
+            if "queue" in cells and "self" in frame.f_locals:
+                return frame.f_locals["self"].subscription, cells["queue"].cell_contents
+        return None
 
     def waiting_writes(self) -> int:
         """Events the recorder has taken from the broker and not yet written."""

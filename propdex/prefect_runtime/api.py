@@ -157,7 +157,9 @@ class EphemeralApi:
                 if self._process.poll() != _STARTUP_FAILED:
                     break
             code = self._process.poll()
-            self.stop()
+            if code is None:  # it never answered, so it recorded nothing a stop would wait for
+                self._process.kill()
+                self._process.wait()
             raise PrefectStartError(
                 f"Prefect's ephemeral API exited with code {code} while starting" if code is not None
                 else f"Prefect's ephemeral API did not answer within {self._timeout} s "

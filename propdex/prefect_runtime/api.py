@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from propdex.errors import PrefectStartError
-from propdex.prefect_runtime.server import HOME_UNUSABLE, NOT_NEEDED
+from propdex.prefect_runtime.server import DRAIN_LIMIT_SECONDS, HOME_UNUSABLE, NOT_NEEDED
 
 if TYPE_CHECKING:
     from prefect.settings import Settings
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # it was chosen: Prefect's own launcher tries again on a new port, and so does this one.
 _STARTUP_FAILED = 3
 _ATTEMPTS = 3
+# The server's stop waits up to DRAIN_LIMIT_SECONDS for its services to record what they
+# received, then shuts down in well under this margin, even on a busy host.
+_STOP_SECONDS = DRAIN_LIMIT_SECONDS + 20
 
 
 def _free_port() -> int:
@@ -69,6 +72,10 @@ def server_environment() -> dict[str, str]:
         # The server's telemetry heartbeat: propdex makes no network calls it was not asked
         # for (the CLI sets this for itself too; here it holds however the server is started).
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # A task-run state whose write failed (SQLite busy with other writers, as on a loaded
+        # host) waits in the recorder's queue for its periodic flush, one event per flush: every
+        # 5 s by default, which the stop's drain then waits for (server.TaskRunRecorderQueues).
+        "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
         **os.environ,
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",
@@ -150,7 +157,9 @@ class EphemeralApi:
                 if self._process.poll() != _STARTUP_FAILED:
                     break
             code = self._process.poll()
-            self.stop()
+            if code is None:  # it never answered, so it recorded nothing a stop would wait for
+                self._process.kill()
+                self._process.wait()
             raise PrefectStartError(
                 f"Prefect's ephemeral API exited with code {code} while starting" if code is not None
                 else f"Prefect's ephemeral API did not answer within {self._timeout} s "
@@ -166,12 +175,15 @@ class EphemeralApi:
         return self._url
 
     def stop(self) -> None:
+        """Stop the server once it has recorded what it received (it says so if that takes
+        long); a Ctrl-C meanwhile stops it at once."""
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+                self._process.wait(timeout=_STOP_SECONDS)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
                 self._process.kill()
+                self._process.wait()
 
 
 def start_ephemeral_api() -> EphemeralApi | None:

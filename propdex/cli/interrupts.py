@@ -13,9 +13,10 @@ status as it was.
 So the SIGINT handler notes Ctrl-C before it raises KeyboardInterrupt (``watched``), and the
 command's exit code is EXIT_INTERRUPTED whenever it was noted, whatever became of the
 exception. While the exit code is decided and the process ends, Ctrl-C is only noted
-(``CtrlC.raising`` off): in the CLI's own process (``watched_until_exit``) it makes the exit
-status 130 once the exit handlers have run, and a second one ends the process at once
-(what it started ends with it: Prefect's API and the workers stop when their stdin closes).
+(``CtrlC.raising`` off). In the CLI's own process (``watched_until_exit``) a noted Ctrl-C
+makes the exit status 130 once the exit handlers have run, and a second Ctrl-C ends the
+process at once, without waiting for a request in flight (what the process started ends
+with it: Prefect's API and the extraction workers stop when their stdin closes).
 """
 
 from __future__ import annotations
@@ -56,22 +57,25 @@ class CtrlC:
 
 
 class ProcessCtrlC(CtrlC):
-    """The CtrlC of the CLI's process: noted Ctrl-C makes the exit status 130 after the exit
-    handlers ran, and one more, once no longer raised, ends the process at once."""
+    """The CtrlC of the CLI's process: a noted Ctrl-C makes the exit status 130 once the
+    exit handlers ran, and a second one ends the process at once."""
 
     def handle(self, signum: int, frame: object) -> None:
-        if self.received and not self.raising:
+        if self.received:
             self.end_now()
         super().handle(signum, frame)
 
     def end_now(self) -> None:
-        """Exit with EXIT_INTERRUPTED now, the interpreter's own end skipped: it could only
+        """Exit with EXIT_INTERRUPTED now, without the interpreter's own end: it could only
         wait for threads (an LLM request in flight) or print what their objects' finalizers
-        raise once modules are torn down."""
-        self.report()
+        raise once modules are torn down. What the run committed stays: each document's
+        commit is whole or absent, even when the process is killed."""
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe
+            # A closed or broken pipe, or a stream the interrupted code was writing to.
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
                 stream.flush()
+        if not self.reported:
+            os.write(2, f"{MESSAGE}\n".encode())  # not print: stderr's buffer may be in use
         os._exit(EXIT_INTERRUPTED)
 
     def exit_if_received(self) -> None:

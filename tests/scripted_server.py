@@ -369,11 +369,11 @@ class _Handler(BaseHTTPRequestHandler):
         action = scripted._next_action(step)
         with scripted._in_flight():
             if action.hang:
-                scripted._stopping.wait(action.hang)
+                scripted._hold(record, action.hang)
                 self.close_connection = True  # the client gave up long ago; just hang up
                 return
             wait = action.latency + scripted.latency_ms / 1000
-            if wait and scripted._stopping.wait(wait):
+            if wait and scripted._hold(record, wait):
                 self.close_connection = True
                 return
             if action.status >= 400:
@@ -451,6 +451,8 @@ class ScriptedServer:
         self._active = 0
         self.max_in_flight = 0
         self._stopping = threading.Event()
+        self._holds = threading.Condition()  # notified by stop() and release()
+        self._released_at = -math.inf  # requests received until then: their holds ended
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -468,7 +470,9 @@ class ScriptedServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
-        self._stopping.set()  # ends hangs and latencies at once
+        with self._holds:
+            self._stopping.set()  # ends hangs and latencies at once
+            self._holds.notify_all()
         self._httpd.shutdown()
         self._httpd.drop_connections()
         self._httpd.server_close()  # joins the connection threads
@@ -476,6 +480,20 @@ class ScriptedServer:
         self._thread.join()
         self._httpd = None
         self._thread = None
+
+    def release(self) -> None:
+        """End the hangs and latencies of the requests received so far as ``stop`` does (the
+        connection closed unanswered), and go on serving: later requests get their actions."""
+        with self._holds:
+            self._released_at = time.monotonic()
+            self._holds.notify_all()
+
+    def _hold(self, record: RecordedRequest, seconds: float) -> bool:
+        """Wait ``seconds`` before answering ``record``; True when stop() or release() ended
+        the wait first."""
+        with self._holds:
+            return self._holds.wait_for(
+                lambda: self._stopping.is_set() or record.received <= self._released_at, seconds)
 
     def __enter__(self) -> ScriptedServer:
         return self.start()

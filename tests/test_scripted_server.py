@@ -200,3 +200,23 @@ def test_stopping_leaves_no_threads_behind():
     left = set(threading.enumerate()) - before
     own.close()
     assert set() == left
+
+
+def test_a_released_request_ends_unanswered_and_the_next_is_served(scripted_server, client):
+    scripted_server.script(hang(600))
+    outcome = []
+
+    def ask() -> None:
+        try:
+            outcome.append(chat(client, "system", "held"))
+        except openai.APIConnectionError:
+            outcome.append("closed unanswered")
+
+    held = threading.Thread(target=ask)
+    held.start()
+    while scripted_server.calls() < 1:
+        threading.Event().wait(0.01)
+    scripted_server.release()
+    held.join(timeout=30)
+
+    assert (["closed unanswered"], "OK") == (outcome, chat(client, "system", "next"))

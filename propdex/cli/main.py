@@ -17,19 +17,19 @@ import importlib
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from typing import NoReturn
 
+from propdex.cli import interrupts
+from propdex.cli.interrupts import CtrlC
 from propdex.errors import PropdexError, StorageError
 from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 from propdex.sources import SUPPORTED_SUFFIXES
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command ended by Ctrl-C
 
 
 def _prefect_environment() -> None:
@@ -556,40 +556,64 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` names; its exit code. Ctrl-C while it runs makes it
+    EXIT_INTERRUPTED, whatever the command made of the KeyboardInterrupt (interrupts)."""
+    with interrupts.watched() as ctrl_c:
+        return exit_code(argv, ctrl_c)
+
+
+def exit_code(argv: Sequence[str] | None, ctrl_c: CtrlC) -> int:
+    """Run the command ``argv`` names with ``ctrl_c`` handling SIGINT; its exit code."""
     args = build_parser().parse_args(argv)
     try:
-        code = args.func(args)
-        # What is still buffered goes out here, where a reader that went away is caught
-        # below, rather than at exit (Python's note on SIGPIPE, in the signal module's docs).
-        sys.stdout.flush()
-        return code
+        try:
+            code = args.func(args)
+            # What is still buffered goes out here, where a reader that went away is caught
+            # below, rather than at exit (Python's note on SIGPIPE, in the signal module's docs).
+            sys.stdout.flush()
+        finally:
+            # The exit code is being decided: from here Ctrl-C is noted, not raised, so no
+            # KeyboardInterrupt escapes the handlers below (nor main's caller).
+            ctrl_c.raising = False
     except StorageError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
-        return EXIT_STORAGE
+        code = EXIT_STORAGE
     except PropdexError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
-        return EXIT_FAILED_DOCS
+        code = EXIT_FAILED_DOCS
     except ValueError as exc:  # invalid settings from the environment or flags
         print(f"propdex: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        code = EXIT_USAGE
     except KeyboardInterrupt:
         # Ctrl-C: no traceback. An ingest's documents are committed one by one, each whole,
         # so what it committed stays and the same command finishes the rest.
-        print("propdex: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = ctrl_c.report()
     except BrokenPipeError:
         # The reader went away (`propdex search ... | head`): not an error of ours. Point
         # stdout at devnull so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        code = EXIT_OK
+    # Also when the KeyboardInterrupt was caught on its way: a Prefect flow run drops one
+    # that lands after its final state was recorded, and returns its result.
+    return ctrl_c.report() if ctrl_c.received else code
 
 
 def run() -> NoReturn:
-    """The `propdex` command: ``main`` in a process that exits when it returns."""
-    code = main()
+    """The `propdex` command: ``main`` in a process that exits when it returns. Ctrl-C from
+    start to exit makes the exit status EXIT_INTERRUPTED (interrupts.watched_until_exit)."""
+    ctrl_c = interrupts.watched_until_exit()
+    code = exit_code(None, ctrl_c)
     # The process ends here, and its last garbage collections would walk every object the
     # imports made (pydantic's models and more), a noticeable part of a one-shot search.
     # Frozen objects are left to the OS. Not in main(): the tests call it in their own process.
+    if {"prefect", "openai"} <= sys.modules.keys():
+        # A flow run with an OpenAI-compatible server leaves its clients (an embedder's per
+        # document, the planner's LLM backend) in reference cycles, and their finalizers
+        # need their modules: frozen, they would run as the interpreter tears the modules
+        # down and print an AttributeError ("'NoneType' object has no attribute 'CLOSED'")
+        # after the report. Collected now: a fraction of a second, at the end of a run that
+        # waited on an LLM server.
+        gc.collect()
     gc.freeze()
     sys.exit(code)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from prefect.runtime import flow_run
 from flows.ingest import ingest
 from flows.parameters import IngestOptions
 from propdex.pipeline.outcome import RunSummary
+from propdex.watch import watched_source
 from tasks.index import deployment_allowed_roots, plan_run, prune, publish_report, record_found_at
 
 
@@ -35,7 +35,7 @@ def reingest_document(
     """
     # As found, links not resolved: the run records where the file was found (found_at),
     # and a path gone because a link to its folder was removed still names the document.
-    path = os.path.abspath(os.path.expanduser(source))
+    path = watched_source(source)
     if Path(path).exists():
         # Prune stays off: this run names one file, not a folder whose removals it could see.
         return ingest(sources=[path], db=db, options=options, prune_removed=False, force=force)

@@ -231,9 +231,14 @@ def _ingest_with_ctrl_c(tmp_path: Path, when: str) -> subprocess.CompletedProces
             env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
-def test_ctrl_c_after_the_run_completed_is_reported(tmp_path):
-    # Prefect drops a KeyboardInterrupt raised once the flow run's final state is recorded.
-    done = _ingest_with_ctrl_c(tmp_path, "completed")
+# Each moment, and why the exit code would not be 130 without the CLI's handling of it.
+@pytest.mark.parametrize("when", [
+    "completed",  # Prefect drops a KeyboardInterrupt raised once the run's final state is recorded
+    "exit handler, then a long stop",  # the exit handler after it would hold the process for 600 s
+    "ending, repeatedly",  # the thread sending it would keep the process from ending
+])
+def test_ctrl_c_at_the_end_of_a_run_is_reported(tmp_path, when):
+    done = _ingest_with_ctrl_c(tmp_path, when)
 
     assert (130, "propdex: interrupted") == (done.returncode, done.stderr.strip().splitlines()[-1]), done.stderr
 
@@ -243,17 +248,3 @@ def test_ctrl_c_in_an_exit_handler_is_reported_without_a_traceback(tmp_path):
 
     assert (130, "propdex: interrupted") == (done.returncode, done.stderr.strip().splitlines()[-1]), done.stderr
     assert "Traceback" not in done.stderr
-
-
-def test_ctrl_c_once_the_command_returned_ends_the_process_at_once(tmp_path):
-    # The exit handler after it would hold the process for 600 s.
-    done = _ingest_with_ctrl_c(tmp_path, "exit handler, then a long stop")
-
-    assert (130, "propdex: interrupted") == (done.returncode, done.stderr.strip().splitlines()[-1]), done.stderr
-
-
-def test_ctrl_c_again_while_the_process_ends_ends_it_at_once(tmp_path):
-    # The thread sending it would keep the process from ending: only ending at once ends it.
-    done = _ingest_with_ctrl_c(tmp_path, "ending, repeatedly")
-
-    assert (130, "propdex: interrupted") == (done.returncode, done.stderr.strip().splitlines()[-1]), done.stderr

@@ -192,7 +192,6 @@ class Replacements(Maintenance):
         pipeline_version change. A document with no committed version gets the whole row,
         with run_id null."""
         row = _failure_row(doc_row)
-        table = self._writable_table(DOCUMENTS, None)
         action = f"record the failure of {row['doc_id']}"
         with self._hold([row["doc_id"]]):
             if self._committed_run(row["doc_id"]) is not None:
@@ -201,6 +200,7 @@ class Replacements(Maintenance):
                            *(k for k in ATTEMPT_COLUMNS if row.get(k) is not None))
                 self._update_documents_rows([{k: row[k] for k in columns}], action)
             else:
+                table = self._writable_table(DOCUMENTS, None)
                 data = _to_table([row], DOCUMENTS_SCHEMA)
                 self._write(action, lambda: (
                     table.merge_insert("doc_id").when_matched_update_all()

@@ -25,12 +25,15 @@ from typing import Any
 import numpy as np
 
 from propdex.embed.query import query_settings
+from propdex.errors import IndexNotFoundError
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.search.rankings import LanceReader
+from propdex.service.bounds import checked_search
 from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
+from propdex.store.datasets import index_folder_missing
 from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
@@ -92,12 +95,23 @@ class IndexReader:
         a function giving the query's vector embedded elsewhere (propdex.embed.query's
         child), or None when that failed and the reader must embed it. ``where``: metadata
         every result's document must hold, key -> value or list of values, all of them
-        (propdex.metadata); MetadataError when it breaks the bounds."""
+        (propdex.metadata). SearchRequestError when an argument is outside the bounds every
+        surface shares (propdex.service.bounds: the service answers it with a 422);
+        IndexNotFoundError when the index's folder does not exist (not created yet, or
+        removed); StorageError when a table cannot be read."""
+        checked_search(self.settings.api_max_query_chars, {
+            "query": query, "level": level, "mode": mode, "k": k, "doc_ids": doc_ids,
+            "source": source, "where": where})
         meta = filter_entries(where)
+        rankings = self.reader.rankings()  # every ranking of this search reads this state
+        if rankings.live.version is None and index_folder_missing(self.index.uri):
+            raise IndexNotFoundError(
+                f"no index at {self.index.uri}: its folder does not exist (run `propdex "
+                "ingest` to create it, or check the db setting)")
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(
             self._given_or_embedded, query, query_vector)
-        return search(self.reader, query, vector, level=level, mode=mode, k=k,
+        return search(rankings, query, vector, level=level, mode=mode, k=k,
                       doc_ids=doc_ids, source_glob=source, meta=meta)
 
     def _given_or_embedded(self, query: str,
@@ -141,10 +155,12 @@ class IndexReader:
 
     def health(self) -> dict:
         """The index's location, table versions and row counts, and the embedder (read as
-        searches read: through the reader's tables)."""
+        searches read: through the reader's tables); status "no index" while the index's
+        folder does not exist."""
         tables = {name: self.reader.table_state(name) for name in TABLES}
         return {
-            "status": "ok", "db": self.index.uri,
+            "status": "no index" if index_folder_missing(self.index.uri) else "ok",
+            "db": self.index.uri,
             "versions": {name: t[0].version if t is not None else None
                          for name, t in tables.items()},
             "rows": {name: t[1] if t is not None else 0 for name, t in tables.items()},

@@ -103,16 +103,21 @@ class IndexReader:
             "query": query, "level": level, "mode": mode, "k": k, "doc_ids": doc_ids,
             "source": source, "where": where})
         meta = filter_entries(where)
+        self._require_index()
         rankings = self.reader.rankings()  # every ranking of this search reads this state
-        if rankings.live.version is None and index_folder_missing(self.index.uri):
-            raise IndexNotFoundError(
-                f"no index at {self.index.uri}: its folder does not exist (run `propdex "
-                "ingest` to create it, or check the db setting)")
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(
             self._given_or_embedded, query, query_vector)
         return search(rankings, query, vector, level=level, mode=mode, k=k,
                       doc_ids=doc_ids, source_glob=source, meta=meta)
+
+    def _require_index(self) -> None:
+        """IndexNotFoundError when the index's folder does not exist: a service started
+        before the first ingest, or a folder removed, is told apart from an empty index."""
+        if index_folder_missing(self.index.uri):
+            raise IndexNotFoundError(
+                f"no index at {self.index.uri}: its folder does not exist (run `propdex "
+                "ingest` to create it, or check the db setting)")
 
     def _given_or_embedded(self, query: str,
                            given: Callable[[], np.ndarray | None] | None) -> np.ndarray:
@@ -131,16 +136,19 @@ class IndexReader:
     # Documents and chunks ------------------------------------------------------------------
     def documents(self) -> list[dict]:
         """Every document (indexed, failed or skipped), by source, without its text."""
+        self._require_index()
         return [{k: row.get(k) for k in DOCUMENT_SUMMARY_FIELDS}
                 for row in self.index.documents()]
 
     def document(self, doc_id: str) -> dict | None:
         """One document's full row without the extracted text, or None."""
+        self._require_index()
         return self.index.document(doc_id, with_text=False)
 
     def chunk(self, chunk_id: str) -> dict | None:
         """A live chunk with its document's title and its propositions (with grades, in
         order), or None when no committed version holds it."""
+        self._require_index()
         live = self.index.live_documents()
         rows = [r for r in self.index.read(CHUNKS, CHUNK_FIELDS, p.eq("chunk_id", chunk_id))
                 if live.runs.get(r["doc_id"]) == r["run_id"]]

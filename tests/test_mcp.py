@@ -84,8 +84,7 @@ def test_a_bad_search_is_an_error_result_naming_the_field(calls):
 
 def test_a_search_without_an_index_is_an_error_result_naming_it(tmp_path, scripted):
     _, found = calls_to(tmp_path / "db", scripted)(("search", {"query": "kites"}))
-    assert (True, f"no index at {tmp_path / 'db'}") == (
-        found.is_error, found.content[0].text.split(":")[0])
+    assert (True, True) == (found.is_error, f"no index at {tmp_path / 'db'}: " in found.content[0].text)
 
 
 def test_a_damaged_table_is_an_error_result_naming_it(tmp_path, scripted):
@@ -95,5 +94,5 @@ def test_a_damaged_table_is_an_error_result_naming_it(tmp_path, scripted):
     data = next((db / "chunks.lance" / "data").glob("*.lance"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     _, found = calls_to(db, scripted)(("search", {"query": "kites", "level": "chunks"}))
-    assert (True, f"cannot read table chunks in the index at {db}") == (
-        found.is_error, found.content[0].text.split(":")[0])
+    assert (True, True) == (
+        found.is_error, f"cannot read table chunks in the index at {db}: " in found.content[0].text)

@@ -88,7 +88,9 @@ def error_sentence(errors: list[dict[str, Any]]) -> str:
     parts = []
     for error in errors:
         location = [str(part) for part in error.get("loc", ()) if part not in ("body", "path")]
-        parts.append(f"{'.'.join(location) or 'body'}: {error.get('msg')}")
+        # A validator's ValueError comes as "Value error, <its message>": the message says it.
+        message = str(error.get("msg")).removeprefix("Value error, ")
+        parts.append(f"{'.'.join(location) or 'body'}: {message}")
     return "; ".join(parts)
 
 

@@ -25,12 +25,15 @@ from typing import Any
 import numpy as np
 
 from propdex.embed.query import query_settings
+from propdex.errors import IndexNotFoundError
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.search.rankings import LanceReader
+from propdex.service.bounds import checked_search
 from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
+from propdex.store.datasets import index_folder_missing
 from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
@@ -92,13 +95,29 @@ class IndexReader:
         a function giving the query's vector embedded elsewhere (propdex.embed.query's
         child), or None when that failed and the reader must embed it. ``where``: metadata
         every result's document must hold, key -> value or list of values, all of them
-        (propdex.metadata); MetadataError when it breaks the bounds."""
+        (propdex.metadata). SearchRequestError when an argument is outside the bounds every
+        surface shares (propdex.service.bounds: the service answers it with a 422);
+        IndexNotFoundError when the index's folder does not exist (not created yet, or
+        removed); StorageError when a table cannot be read."""
+        checked_search(self.settings.api_max_query_chars, {
+            "query": query, "level": level, "mode": mode, "k": k, "doc_ids": doc_ids,
+            "source": source, "where": where})
         meta = filter_entries(where)
+        self._require_index()
+        rankings = self.reader.rankings()  # every ranking of this search reads this state
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(
             self._given_or_embedded, query, query_vector)
-        return search(self.reader, query, vector, level=level, mode=mode, k=k,
+        return search(rankings, query, vector, level=level, mode=mode, k=k,
                       doc_ids=doc_ids, source_glob=source, meta=meta)
+
+    def _require_index(self) -> None:
+        """IndexNotFoundError when the index's folder does not exist: a service started
+        before the first ingest, or a folder removed, is told apart from an empty index."""
+        if index_folder_missing(self.index.uri):
+            raise IndexNotFoundError(
+                f"no index at {self.index.uri}: its folder does not exist (run `propdex "
+                "ingest` to create it, or check the db setting)")
 
     def _given_or_embedded(self, query: str,
                            given: Callable[[], np.ndarray | None] | None) -> np.ndarray:
@@ -117,16 +136,19 @@ class IndexReader:
     # Documents and chunks ------------------------------------------------------------------
     def documents(self) -> list[dict]:
         """Every document (indexed, failed or skipped), by source, without its text."""
+        self._require_index()
         return [{k: row.get(k) for k in DOCUMENT_SUMMARY_FIELDS}
                 for row in self.index.documents()]
 
     def document(self, doc_id: str) -> dict | None:
         """One document's full row without the extracted text, or None."""
+        self._require_index()
         return self.index.document(doc_id, with_text=False)
 
     def chunk(self, chunk_id: str) -> dict | None:
         """A live chunk with its document's title and its propositions (with grades, in
         order), or None when no committed version holds it."""
+        self._require_index()
         live = self.index.live_documents()
         rows = [r for r in self.index.read(CHUNKS, CHUNK_FIELDS, p.eq("chunk_id", chunk_id))
                 if live.runs.get(r["doc_id"]) == r["run_id"]]
@@ -141,10 +163,12 @@ class IndexReader:
 
     def health(self) -> dict:
         """The index's location, table versions and row counts, and the embedder (read as
-        searches read: through the reader's tables)."""
+        searches read: through the reader's tables); status "no index" while the index's
+        folder does not exist."""
         tables = {name: self.reader.table_state(name) for name in TABLES}
         return {
-            "status": "ok", "db": self.index.uri,
+            "status": "no index" if index_folder_missing(self.index.uri) else "ok",
+            "db": self.index.uri,
             "versions": {name: t[0].version if t is not None else None
                          for name, t in tables.items()},
             "rows": {name: t[1] if t is not None else 0 for name, t in tables.items()},

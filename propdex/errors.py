@@ -114,6 +114,15 @@ class StorageError(PropdexError):
     """The database could not be read or written (read-only folder, disk full, ...)."""
 
 
+class IndexNotFoundError(PropdexError):
+    """A search of an index whose folder does not exist: not created yet, or removed."""
+
+
+class SearchRequestError(PropdexError, ValueError):
+    """A search asked for something outside its bounds (an empty query, k beyond 1-100, an
+    unknown level, ...); the message names the field, as the service's 422 does."""
+
+
 class IndexInconsistentError(PropdexError):
     """``verify`` found the tables disagreeing with each other or with the documents ledger."""
 

@@ -104,6 +104,28 @@ def test_langchain_through_a_running_service_gives_the_local_results(db, scripte
         [d.metadata["chunk_id"] for d in remote], len(local))
 
 
+def test_langchain_filters_on_a_number_as_the_service_does(db, embedding_env):
+    from propdex.integrations.langchain import PropdexRetriever
+
+    docs = PropdexRetriever(db=db, where={"year": 2024}).invoke("hunt")
+    assert {"foxes"} == {d.metadata["doc_id"] for d in docs}
+
+
+def test_a_bad_query_raises_the_same_error_through_db_and_url(db, scripted, embedding_env):
+    from pathlib import Path
+
+    from propdex.errors import SearchRequestError
+    from propdex.integrations.langchain import PropdexRetriever
+
+    raised = []
+    with running_service(Path(db), embedding_environment(scripted)) as url:
+        for retriever in (PropdexRetriever(db=db), PropdexRetriever(url=url)):
+            with pytest.raises(SearchRequestError) as refused:
+                retriever.invoke("   ")
+            raised.append(str(refused.value).split(": ")[-2:])
+    assert raised[0] == raised[1]
+
+
 def test_a_retriever_takes_db_or_url_not_both(db):
     from propdex.integrations.langchain import PropdexRetriever
 

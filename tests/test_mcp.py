@@ -21,13 +21,9 @@ mcp_client = pytest.importorskip(
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def calls(tmp_path_factory, scripted):
-    """Runs tool calls against one `propdex mcp` process; returns their results."""
-    db = tmp_path_factory.mktemp("mcp") / "db"
-    Index.open(str(db), dim=DIM).replace_document(*version(
-        "kite", "r1", [["Kites fly on windy days.", "Kite lines are strong."],
-                       ["Box kites have cells."]], "/corpus/kites.md", "Kites").rows)
+def calls_to(db, scripted):
+    """A function running tool calls against one `propdex mcp --db DB` process; it returns
+    the tool names and the calls' results."""
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "propdex.cli", "mcp", "--db", str(db)],
         env={**os.environ, **embedding_environment(scripted), "PYTHONPATH": str(REPO)})
@@ -42,6 +38,16 @@ def calls(tmp_path_factory, scripted):
                 return results
         return anyio.run(session)
     return run
+
+
+@pytest.fixture(scope="module")
+def calls(tmp_path_factory, scripted):
+    """Runs tool calls against one `propdex mcp` process; returns their results."""
+    db = tmp_path_factory.mktemp("mcp") / "db"
+    Index.open(str(db), dim=DIM).replace_document(*version(
+        "kite", "r1", [["Kites fly on windy days.", "Kite lines are strong."],
+                       ["Box kites have cells."]], "/corpus/kites.md", "Kites").rows)
+    return calls_to(db, scripted)
 
 
 def test_the_tools_search_and_fetch_a_chunk_to_cite(calls):
@@ -66,3 +72,27 @@ def test_the_tools_search_and_fetch_a_chunk_to_cite(calls):
         (missing.is_error, "no live chunk 'kite:c7'" in missing.content[0].text),
         (bad.is_error, "k" in bad.content[0].text),
     )
+
+
+def test_a_bad_search_is_an_error_result_naming_the_field(calls):
+    _, spaces, text_k = calls(("search", {"query": "   "}),
+                              ("search", {"query": "kites", "k": "3"}))
+    assert ((True, True), (True, True)) == (
+        (spaces.is_error, "query" in spaces.content[0].text),
+        (text_k.is_error, "k" in text_k.content[0].text))
+
+
+def test_a_search_without_an_index_is_an_error_result_naming_it(tmp_path, scripted):
+    _, found = calls_to(tmp_path / "db", scripted)(("search", {"query": "kites"}))
+    assert (True, True) == (found.is_error, f"no index at {tmp_path / 'db'}: " in found.content[0].text)
+
+
+def test_a_damaged_table_is_an_error_result_naming_it(tmp_path, scripted):
+    db = tmp_path / "db"
+    Index.open(str(db), dim=DIM).replace_document(*version(
+        "kite", "r1", [["Kites fly on windy days."]], "/corpus/kites.md", "Kites").rows)
+    data = next((db / "chunks.lance" / "data").glob("*.lance"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    _, found = calls_to(db, scripted)(("search", {"query": "kites", "level": "chunks"}))
+    assert (True, True) == (
+        found.is_error, f"cannot read table chunks in the index at {db}: " in found.content[0].text)

@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from propdex.cli import interrupts
 from propdex.cli.interrupts import CtrlC
-from propdex.errors import PropdexError, StorageError
+from propdex.errors import IndexNotFoundError, PropdexError, SearchRequestError, StorageError
 from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 from propdex.sources import SUPPORTED_SUFFIXES
 
@@ -62,14 +62,23 @@ def _open_index(args: argparse.Namespace):
     return Index.open(settings.db_uri, create=False, storage_options=settings.storage_options)
 
 
-def _no_index_at(db_uri: str) -> bool:
-    """A local database folder that does not exist: a mistyped --db or PROPDEX_DB, which a
-    read command would otherwise answer with an empty index. Says so on stderr."""
+def _missing_index(db_uri: str) -> IndexNotFoundError | None:
+    """The error for a local database folder that does not exist: a mistyped --db or
+    PROPDEX_DB, which a read command would otherwise answer with an empty index. (Not
+    propdex.store.datasets.index_folder_missing: `propdex search` forks its embedding child
+    before importing PyArrow.)"""
     if "://" in db_uri or os.path.exists(db_uri):
-        return False
-    print(f"propdex: no index at {db_uri}: check --db (or PROPDEX_DB), or run `propdex ingest` "
-          "first", file=sys.stderr)
-    return True
+        return None
+    return IndexNotFoundError(f"no index at {db_uri}: check --db (or PROPDEX_DB), or run "
+                              "`propdex ingest` first")
+
+
+def _no_index_at(db_uri: str) -> bool:
+    """Whether the local database folder does not exist (_missing_index); says so on stderr."""
+    missing = _missing_index(db_uri)
+    if missing is not None:
+        print(f"propdex: {missing}", file=sys.stderr)
+    return missing is not None
 
 
 class _ExpectedFailureFilter(logging.Filter):
@@ -248,50 +257,51 @@ def _report_ingest(summary: dict, args: argparse.Namespace) -> int:
     return EXIT_FAILED_DOCS if failed or summary["missing"] else EXIT_OK
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def _search_results(args: argparse.Namespace) -> list[dict]:
+    """The results of `propdex search`, from the service at PROPDEX_SERVER_URL or the index."""
     settings = _settings(args)
     # Options left out take the defaults of propdex.search (here or in the service).
-    try:
-        where = parse_pairs(args.where or [], "--where", limit=MAX_FILTER_ENTRIES) or None
-    except MetadataError as exc:
-        print(f"propdex: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    where = parse_pairs(args.where or [], "--where", limit=MAX_FILTER_ENTRIES) or None
     options = {"level": args.level, "mode": args.mode, "k": args.k,
                "doc_ids": args.doc or None, "source": args.source, "where": where}
     options = {k: v for k, v in options.items() if v is not None}
-    results = None
     if settings.server_url and not args.db:  # --db names an index: open that one
-        from propdex.service.client import (
-            ServiceRequestError,
-            ServiceUnavailableError,
-            search_via_service,
-        )
+        from propdex.service.client import ServiceUnavailableError, search_via_service
 
         token = settings.api_token.get_secret_value() if settings.api_token else None
         try:
-            results = search_via_service(settings.server_url, {"query": args.query, **options},
-                                         token)
+            return search_via_service(settings.server_url, {"query": args.query, **options},
+                                      token)
         except ServiceUnavailableError as exc:
             print(f"propdex: {exc}; searching the index directly", file=sys.stderr)
-        except ServiceRequestError as exc:
-            print(f"propdex: {exc}", file=sys.stderr)
-            return EXIT_USAGE if exc.status in (401, 403, 413, 422) else EXIT_FAILED_DOCS
-    if results is None:
-        if _no_index_at(settings.db_uri):
-            return EXIT_USAGE
-        vector = None
-        if options.get("mode") != "fts":
-            # Forked before LanceDB is imported: the query is embedded on the other core
-            # while this process imports and opens the index (propdex.embed.query).
-            from propdex.embed.query import embed_query_in_child
+    if (missing := _missing_index(settings.db_uri)) is not None:
+        raise missing
+    vector = None
+    if options.get("mode") != "fts":
+        # Forked before LanceDB is imported: the query is embedded on the other core
+        # while this process imports and opens the index (propdex.embed.query).
+        from propdex.embed.query import embed_query_in_child
 
-            vector = embed_query_in_child(settings, args.query)
-        from propdex.api import IndexReader
+        vector = embed_query_in_child(settings, args.query)
+    from propdex.api import IndexReader
 
-        results = [r.to_dict() for r in IndexReader(settings).search(
+    try:
+        return [r.to_dict() for r in IndexReader(settings).search(
             args.query, query_vector=vector, **options)]
+    finally:
         if vector is not None:
             vector()  # the child is waited for even when the search needed no vector
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    try:
+        results = _search_results(args)
+    except (PropdexError, ValueError) as exc:
+        # A program reading --json's output gets JSON on every path; the message also goes
+        # to stderr, and the exit code tells the failure kind (exit_code).
+        if args.json:
+            print(json.dumps({"error": str(exc)}, ensure_ascii=False))
+        raise
     if args.json:
         print(json.dumps(results, indent=2, default=str, ensure_ascii=False))
         return EXIT_OK
@@ -578,6 +588,9 @@ def exit_code(argv: Sequence[str] | None, ctrl_c: CtrlC) -> int:
     except StorageError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
         code = EXIT_STORAGE
+    except (SearchRequestError, IndexNotFoundError) as exc:  # a search the user must change
+        print(f"propdex: {exc}", file=sys.stderr)
+        code = EXIT_USAGE
     except PropdexError as exc:
         print(f"propdex: {exc}", file=sys.stderr)
         code = EXIT_FAILED_DOCS

@@ -17,6 +17,7 @@ from typing import Any
 
 from propdex.integrations.searches import Searcher, citation, missing_extra
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
+from propdex.service.bounds import MAX_K, Where
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -34,11 +35,10 @@ class PropdexRetriever(BaseRetriever):
     db: str | None = Field(None, description="index folder or URI searched in-process")
     url: str | None = Field(None, description="base URL of a running `propdex serve`")
     token: str | None = Field(None, description="the service's PROPDEX_API_TOKEN, if it has one")
-    k: int = Field(DEFAULT_K, ge=1, description="documents returned")
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description=f"documents returned (1-{MAX_K})")
     level: Level = Field(DEFAULT_LEVEL, description="propositions, chunks or both")
     mode: Mode = Field(DEFAULT_MODE, description="vector, fts or hybrid")
-    where: dict[str, str | list[str]] | None = Field(
-        None, description="metadata every document must hold: key -> value or values")
+    where: Where = None  # the filter POST /search takes: text, numbers or true/false
     _searcher: Searcher = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:

@@ -29,11 +29,11 @@ import pyarrow as pa
 from propdex.store import predicates as p
 from propdex.store.datasets import (
     connect,
-    has_table_folder,
     open_table,
     read_rows,
     run,
     storage_errors,
+    table_folder,
     with_absent_columns,
 )
 from propdex.store.live import LIVE_COLUMNS, LiveDocuments, LiveDocumentsCache
@@ -75,6 +75,8 @@ class LanceReader:
         self._db: Any = None
         self._tables: dict[str, Any] = {}  # table name -> its opened AsyncTable
         self._states: dict[str, TableState] = {}  # table name -> its state, latest seen
+        # table name -> the folder (table_folder) its opened table was read from
+        self._folders: dict[str, tuple[int, int]] = {}
         self._live = LiveDocumentsCache(self._documents_version, self._documents_rows)
 
     def rankings(self) -> Rankings:
@@ -107,9 +109,14 @@ class LanceReader:
         without the table. The table is opened once and shared by every search of this
         reader: checking out moves it forward in place, so the caches of its indexes stay
         warm, and a search holding it sees rows at least as new as when it first looked."""
-        table = self._tables.get(name)
-        if table is None and not has_table_folder(self.index_uri, name):
+        folder = table_folder(self.index_uri, name)
+        if folder != self._folders.get(name):
+            # Removed, moved away or replaced (another index copied or moved in its place):
+            # the opened table, its state and the live documents belong to the old folder.
+            self._forget(name)
+        if folder is None:
             return None
+        table = self._tables.get(name)
         with storage_errors(f"cannot open table {name} in the index at {self.index_uri}"):
             if table is None:
                 if self._db is None:
@@ -118,8 +125,17 @@ class LanceReader:
                 if table is None:
                     return None
                 table = self._tables.setdefault(name, table)
+                self._folders[name] = folder
             await table.checkout_latest()
         return table
+
+    def _forget(self, name: str) -> None:
+        """Drop what was read of table ``name`` (on LanceDB's event loop, like every read)."""
+        self._tables.pop(name, None)
+        self._states.pop(name, None)
+        self._folders.pop(name, None)
+        if name == DOCUMENTS:
+            self._live.forget()
 
     async def state(self, name: str, table: Any) -> TableState:
         """The TableState of ``table`` (table ``name``) at its checked-out version, looked up
@@ -228,7 +244,7 @@ class Rankings:
             rows = await query.select([*present, score]).limit(limit).to_arrow()
             return with_absent_columns(rows, state.columns, columns)
 
-        return self._ranked(ranking())
+        return self._ranked(table, ranking())
 
     def chunk_rows(self, chunk_ids: list[str], columns: Sequence[str]) -> list[dict]:
         async def rows() -> pa.Table | None:
@@ -238,12 +254,17 @@ class Rankings:
             return await read_rows(opened, state.columns, columns,
                                    p.in_list("chunk_id", chunk_ids))
 
-        return self._ranked(rows())
+        return self._ranked(CHUNKS, rows())
 
-    def _ranked(self, coroutine: Coroutine[Any, Any, pa.Table | None]) -> list[dict]:
+    def _ranked(self, table: str, coroutine: Coroutine[Any, Any, pa.Table | None],
+                ) -> list[dict]:
+        # A data file Lance cannot read (truncated, removed) fails the search with a
+        # StorageError naming the table and the index, not Lance's bare message.
+        with storage_errors(f"cannot read table {table} in the index at "
+                            f"{self.reader.index_uri}"):
+            rows = self.reader.read(coroutine)
         # Rows become Python values here, on the caller's thread, not on the event loop
         # that every ranking of every search shares.
-        rows = self.reader.read(coroutine)
         return [] if rows is None else rows.to_pylist()
 
 

@@ -16,47 +16,14 @@ from fastapi import FastAPI, HTTPException, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field, create_model, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from propdex import __version__
 from propdex.api import IndexReader
-from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
-from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K, Where
+from propdex.errors import PropdexError, SearchRequestError
+from propdex.service.bounds import ID_PATTERN, MAX_ID_CHARS, search_request_model
 from propdex.service.errors import validation_body
 from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware, json_bytes
-
-
-class _SearchFields(BaseModel):
-    """Fields of POST /search besides ``query`` (its length limit comes from settings)."""
-
-    level: Level = Field(DEFAULT_LEVEL, description="propositions, chunks or both")
-    mode: Mode = Field(DEFAULT_MODE, description="vector, fts (full-text) or hybrid")
-    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description=f"results wanted (1-{MAX_K})")
-    source: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
-                               pattern=ID_PATTERN,
-                               description="glob over source paths (fnmatch, case-sensitive)")
-    doc_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS,
-                                       pattern=ID_PATTERN)]] | None = Field(
-        None, max_length=MAX_DOC_IDS, description="restrict to these documents")
-    where: Where = None
-
-    model_config = {"extra": "forbid"}
-
-
-def search_request_model(max_query_chars: int) -> type[BaseModel]:
-    """The POST /search body: ``query`` bounded by ``max_query_chars``."""
-
-    def no_nul(cls, value: str) -> str:
-        if "\x00" in value:
-            raise ValueError("must not contain a NUL character")
-        return value
-
-    return create_model(
-        "SearchRequest", __base__=_SearchFields,
-        query=(str, Field(min_length=1, max_length=max_query_chars,
-                          description="the question or keywords")),
-        __validators__={"query_has_no_nul": field_validator("query")(no_nul)},
-    )
 
 
 def create_app(reader: IndexReader) -> FastAPI:
@@ -74,6 +41,21 @@ def create_app(reader: IndexReader) -> FastAPI:
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own body lists the errors; "error" names the fields in one sentence.
         return JSONResponse(status_code=422, content=validation_body(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Every error body has "error", as the 422s and the middleware's do: a 404, a 405, a
+        # 400 for a body that is not UTF-8.
+        return JSONResponse(status_code=exc.status_code, headers=exc.headers,
+                            content={"error": exc.detail, "detail": exc.detail})
+
+    @app.exception_handler(PropdexError)
+    async def index_error(_: Request, exc: PropdexError) -> JSONResponse:
+        # The index is missing or unreadable (a truncated data file, its folder removed) or
+        # the embedder failed: the message names it; the service stays up and answers
+        # again once the cause is gone.
+        status = 422 if isinstance(exc, SearchRequestError) else 503
+        return JSONResponse(status_code=status, content={"error": str(exc), "detail": str(exc)})
 
     @app.post("/search", summary="Search the index (same results as `propdex search --json`)",
               response_model=list[dict[str, Any]])

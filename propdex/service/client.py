@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from propdex.errors import PropdexError
+from propdex.errors import PropdexError, SearchRequestError, StorageError
 
 TIMEOUT_S = 30.0
 
@@ -28,6 +28,25 @@ class ServiceRequestError(PropdexError):
         self.status = status
 
 
+class RejectedRequestError(ServiceRequestError, SearchRequestError):
+    """The service refused the request itself (401 token, 413 size, 422 a field): what a
+    local search raises as SearchRequestError."""
+
+
+class ServiceIndexError(ServiceRequestError, StorageError):
+    """The service cannot read its index now (503: missing, unreadable, its embedder down):
+    what a local search raises as a StorageError."""
+
+
+def service_error(status: int, message: str) -> ServiceRequestError:
+    """The error a search through the service raises for an answer with ``status``."""
+    if status in (401, 403, 413, 422):
+        return RejectedRequestError(status, message)
+    if status == 503:
+        return ServiceIndexError(status, message)
+    return ServiceRequestError(status, message)
+
+
 def search_via_service(url: str, request: dict[str, Any], token: str | None = None,
                        timeout: float = TIMEOUT_S) -> list[dict]:
     """POST ``request`` (the fields of POST /search) to the service at ``url``."""
@@ -41,7 +60,7 @@ def search_via_service(url: str, request: dict[str, Any], token: str | None = No
         with urllib.request.urlopen(http, timeout=timeout) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        raise ServiceRequestError(exc.code, _error_text(exc)) from None
+        raise service_error(exc.code, _error_text(exc)) from None
     except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ServiceUnavailableError(f"no propdex service at {url}: {reason}") from None

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from propdex.service.bounds import error_sentence
+
 
 def validation_body(errors: list[dict[str, Any]]) -> dict[str, Any]:
     """{"error": "k: Input should be less than or equal to 100; ...", "detail": errors}, from
     FastAPI's or pydantic's errors (locations starting with "body" or "path")."""
-    parts = []
-    for error in errors:
-        location = [str(part) for part in error.get("loc", ()) if part not in ("body", "path")]
-        parts.append(f"{'.'.join(location) or 'body'}: {error.get('msg')}")
     # Errors hold what failed as it came: an exception object under ctx["error"] for custom
     # validators, the raw bytes of a form body as "input". Both are said as text.
     detail = json.loads(json.dumps(errors, default=str))
-    return {"error": "; ".join(parts), "detail": detail}
+    return {"error": error_sentence(errors), "detail": detail}

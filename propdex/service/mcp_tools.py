@@ -8,6 +8,8 @@ The `mcp` package is an optional extra.
 # No `from __future__ import annotations`: the MCP server reads the tool signatures, whose
 # query bound is a local value a string annotation could not resolve.
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -15,13 +17,22 @@ from pydantic import Field
 from propdex.api import IndexReader
 from propdex.errors import PropdexError
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode
-from propdex.service.bounds import ID_PATTERN, MAX_DOC_IDS, MAX_ID_CHARS, MAX_K, Where
-
-Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+from propdex.service.bounds import MAX_DOC_IDS, Id, K, Where, query_type
 
 
 class McpUnavailableError(PropdexError):
     """`propdex mcp` needs the optional `mcp` package."""
+
+
+@contextmanager
+def told_to_agent(tool_error: type[Exception]) -> Iterator[None]:
+    """propdex's errors inside (no index, an unreadable table, a bad argument) as the MCP
+    ``tool_error``, whose message the agent sees; any other exception MCPServer reports as
+    "Error executing tool" without its reason."""
+    try:
+        yield
+    except PropdexError as exc:
+        raise tool_error(str(exc)) from exc
 
 
 def build_mcp_server(reader: IndexReader) -> Any:
@@ -43,11 +54,10 @@ def build_mcp_server(reader: IndexReader) -> Any:
 
     @server.tool()
     def search(
-        query: Annotated[str, Field(min_length=1, max_length=max_query,
-                                    description="the question or keywords")],
+        query: query_type(max_query),  # type: ignore[valid-type]
         level: Annotated[Level, Field(description="propositions, chunks or both")] = DEFAULT_LEVEL,
         mode: Annotated[Mode, Field(description="vector, fts or hybrid")] = DEFAULT_MODE,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="results wanted")] = DEFAULT_K,
+        k: K = DEFAULT_K,
         source: Annotated[Id | None, Field(description="glob over source paths")] = None,
         doc_ids: Annotated[list[Id] | None, Field(max_length=MAX_DOC_IDS,
                                                   description="restrict to these documents")] = None,
@@ -55,15 +65,17 @@ def build_mcp_server(reader: IndexReader) -> Any:
     ) -> list[dict[str, Any]]:
         """Search the index; each result cites its document (title, source), pages and
         character offsets, and carries its parent chunk's text."""
-        results = reader.search(query, level=level, mode=mode, k=k, doc_ids=doc_ids,
-                                source=source, where=where)
+        with told_to_agent(ToolError):
+            results = reader.search(query, level=level, mode=mode, k=k, doc_ids=doc_ids,
+                                    source=source, where=where)
         return [r.to_dict() for r in results]
 
     @server.tool()
     def get_chunk(chunk_id: Id) -> dict[str, Any]:
         """A chunk by chunk_id (from a search result): its text, header, pages, offsets,
         document title and source, and its propositions with their grades."""
-        chunk = reader.chunk(chunk_id)
+        with told_to_agent(ToolError):
+            chunk = reader.chunk(chunk_id)
         if chunk is None:
             raise ToolError(f"no live chunk {chunk_id!r}")  # shown to the agent as is
         return chunk

@@ -9,6 +9,7 @@ loop for every call and every batch, a cost each search would pay several times 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import contextmanager
@@ -77,12 +78,24 @@ async def open_table(db: Any, name: str) -> Any:
         return None  # an object store without the table
 
 
-def has_table_folder(index_uri: str, name: str) -> bool:
-    """Whether table ``name`` may exist: False for a local index without its folder (or no
-    index at all), so that nothing is connected to or created there; True in an object
-    store, where only opening the table tells."""
+def index_folder_missing(index_uri: str) -> bool:
+    """Whether a local index's folder does not exist (never true of an object store, where
+    only opening a table tells)."""
+    return "://" not in index_uri and not os.path.exists(index_uri)
+
+
+def table_folder(index_uri: str, name: str) -> tuple[int, int] | None:
+    """Which folder holds table ``name`` now, as (device, inode) of its ``_versions``: None
+    for a local index without it; (0, 0) in an object store, where only opening the table
+    tells. A folder removed and re-created, or replaced by another index's, has another."""
     uri = dataset_uri(index_uri, name)
-    return "://" in uri or (Path(uri) / "_versions").is_dir()
+    if "://" in uri:
+        return (0, 0)
+    try:
+        found = os.stat(Path(uri) / "_versions")
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
 
 
 async def read_rows(table: Any, stored: set[str], columns: Sequence[str],

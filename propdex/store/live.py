@@ -44,6 +44,12 @@ class LiveDocumentsCache:
         self._lock = threading.Lock()
         self._current = LiveDocuments(None)
 
+    def forget(self) -> None:
+        """Drop the cached map: the documents table was replaced by one whose versions count
+        from anew, so a version number seen before no longer names the same rows. Without
+        the lock: it is called while the map is read, by the thread the read waits for."""
+        self._current = LiveDocuments(None)
+
     def get(self) -> LiveDocuments:
         version = self._version()
         if version is None:

@@ -118,8 +118,10 @@ def test_the_api_keeps_an_events_socket_whose_pongs_are_late(tmp_path, monkeypat
     # A socket the server closes for a late pong loses every event it has not read yet.
     from prefect.settings import get_current_settings
 
-    defaults = get_current_settings().server.api
-    keepalive = defaults.websocket_ping_interval + defaults.websocket_ping_timeout
+    # A server with a keepalive would ping at Prefect's interval and, with this timeout, close
+    # the socket 1 s later: within the wait below.
+    monkeypatch.setenv("PREFECT_SERVER_API_WEBSOCKET_PING_TIMEOUT", "1")
+    keepalive = get_current_settings().server.api.websocket_ping_interval + 1
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     with socket.socket() as probe:

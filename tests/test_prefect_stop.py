@@ -5,14 +5,18 @@ handle after the client has moved on, as fast as the host's load lets them."""
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from propdex.prefect_runtime.api import launch_server_process
 from propdex.prefect_runtime.server import drain_events
 from tests.test_cli_ingest import write_notes
 
@@ -85,6 +89,66 @@ def test_every_task_run_of_a_cli_ingest_is_recorded_in_a_final_state(tmp_path):
     assert [] == [(name, state) for name, state in states if state not in FINAL_STATES]
     # The flow's last task: its events are the last the server receives.
     assert any(name.startswith("publish-report-") for name, _ in states)
+
+
+def quiet_events_socket(port: int) -> tuple[socket.socket, object]:
+    """A client's events socket on the API at ``port``, authenticated, that reads nothing more:
+    its pongs never reach the server, as on a loaded host where the server has not yet read
+    the events sent ahead of them."""
+    from websockets.client import ClientProtocol
+    from websockets.protocol import State
+    from websockets.typing import Subprotocol
+    from websockets.uri import parse_uri
+
+    protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{port}/api/events/in"),
+                              subprotocols=[Subprotocol("prefect")])
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+    protocol.send_request(protocol.connect())
+    connection.sendall(b"".join(protocol.data_to_send()))
+    while protocol.state is State.CONNECTING:
+        protocol.receive_data(connection.recv(1 << 16))
+    protocol.send_text(b'{"type": "auth", "token": null}')
+    connection.sendall(b"".join(protocol.data_to_send()))
+    while not [event for event in protocol.events_received() if hasattr(event, "opcode")]:
+        protocol.receive_data(connection.recv(1 << 16))  # auth_success
+    return connection, protocol
+
+
+def test_the_api_keeps_an_events_socket_whose_pongs_are_late(tmp_path, monkeypatch):
+    # A socket the server closes for a late pong loses every event it has not read yet.
+    from prefect.settings import get_current_settings
+
+    # A server with a keepalive would ping at Prefect's interval and, with this timeout, close
+    # the socket 1 s later: within the wait below.
+    monkeypatch.setenv("PREFECT_SERVER_API_WEBSOCKET_PING_TIMEOUT", "1")
+    keepalive = get_current_settings().server.api.websocket_ping_interval + 1
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = launch_server_process(port)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None
+                time.sleep(0.2)
+        connection, protocol = quiet_events_socket(port)
+        time.sleep(keepalive + 2)
+        connection.setblocking(False)
+        try:
+            protocol.receive_data(connection.recv(1 << 16))
+        except BlockingIOError:  # the server sent nothing
+            pass
+        assert [] == [frame.opcode.name for frame in protocol.events_received()]
+        connection.close()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
 
 
 class Countdown:

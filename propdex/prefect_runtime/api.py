@@ -76,6 +76,13 @@ def server_environment() -> dict[str, str]:
         # host) waits in the recorder's queue for its periodic flush, one event per flush: every
         # 5 s by default, which the stop's drain then waits for (server.TaskRunRecorderQueues).
         "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+        # No WebSocket keepalive (0 turns uvicorn's off): the server reads a client's events
+        # socket only as fast as it publishes the events read, so on a starved host the pong
+        # answering its ping waits behind a backlog of task-run events; after the timeout the
+        # server closes the socket and the unread events are lost (the client resends those it
+        # has not checkpointed only at its next emit, and a CLI's last emit is its flow's end).
+        # The client's process ending closes its sockets anyway, and the server ends with it.
+        "PREFECT_SERVER_API_WEBSOCKET_PING_INTERVAL": "0",
         **os.environ,
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",

@@ -60,9 +60,14 @@ def serve(port: int) -> int:
         prepare_prefect_home(get_current_settings())
     except PrefectStartError:
         return HOME_UNUSABLE
+    api_settings = get_current_settings().server.api
     server = uvicorn.Server(uvicorn.Config(
         "prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=port,
-        log_level="error", lifespan="on"))
+        log_level="error", lifespan="on",
+        # Prefect's keepalive settings, as `prefect server start` passes them; an interval of
+        # 0 means none, as the CLI's environment sets it (api.server_environment says why).
+        ws_ping_interval=api_settings.websocket_ping_interval or None,
+        ws_ping_timeout=api_settings.websocket_ping_timeout))
     # Served from a thread, so uvicorn takes over no signal: Ctrl-C stays ignored, and SIGTERM
     # (the CLI's stop) or the end of stdin shut the server down as uvicorn's own handler would.
     serving = threading.Thread(target=server.run, name="propdex-prefect-api")

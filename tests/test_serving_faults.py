@@ -178,3 +178,19 @@ def test_every_error_body_of_the_service_has_error(owls_service, method, path, c
     response = httpx.request(method, owls_service + path, content=content,
                              headers={"Content-Type": "application/json"})
     assert (True, True) == (response.status_code >= 400, bool(response.json().get("error")))
+
+
+@pytest.mark.parametrize("flags", [["-k", "abc"], ["--mode", "nearest"], ["--no-such-flag"]])
+def test_the_cli_prints_a_json_error_for_a_malformed_command_given_json(tmp_path, capsys,
+                                                                        flags):
+    with pytest.raises(SystemExit) as ended:
+        main(["search", "owls", "--db", str(tmp_path / "db"), "--json", *flags])
+    out, err = capsys.readouterr()
+    assert (2, json.loads(out)["error"]) == (ended.value.code, err.strip().splitlines()[-1]
+                                             .split("error: ", 1)[1])
+
+
+def test_a_malformed_command_without_json_prints_nothing_on_stdout(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["search", "owls", "--db", str(tmp_path / "db"), "-k", "abc"])
+    assert "" == capsys.readouterr().out

@@ -451,8 +451,27 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class CommandLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (``-k abc``, an unknown flag) also reach a program
+    reading a ``--json`` command's output: it gets ``{"error": ...}`` on stdout, as from every
+    other failure of such a command, besides argparse's usage message on stderr and exit 2."""
+
+    json_errors = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        # Each subcommand's parser sees the arguments after its name, so it knows on its own
+        # whether its command was given --json.
+        self.json_errors = "--json" in (sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            print(json.dumps({"error": message}, ensure_ascii=False))
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="propdex", description=__doc__.splitlines()[0])
+    parser = CommandLineParser(prog="propdex", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     def with_db(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:

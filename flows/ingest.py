@@ -27,6 +27,7 @@ from propdex.ids import doc_id_for
 from propdex.models import Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.settings import Settings
+from propdex.stopping import allow_run_work, stop_run_work
 from tasks.documents import Embeddings, embed, extract, propose, split, write_context
 from tasks.index import (
     commit_document,
@@ -58,11 +59,17 @@ def _wait_for_documents(chains: list[list]) -> None:
     progress display) once its whole chain has finished, in whatever order chains finish."""
     left = [len(futures) for futures in chains]
     chain_of = {id(future): n for n, futures in enumerate(chains) for future in futures}
-    for future in as_completed([future for futures in chains for future in futures]):
-        n = chain_of[id(future)]
-        left[n] -= 1
-        if left[n] == 0:
-            progress.document_finished()
+    try:
+        for future in as_completed([future for futures in chains for future in futures]):
+            n = chain_of[id(future)]
+            left[n] -= 1
+            if left[n] == 0:
+                progress.document_finished()
+    except BaseException:
+        # Cancelled from the Prefect UI (SIGTERM, raised here as TerminationSignal) or Ctrl-C:
+        # the process ends only once the task threads return, so stop what they wait for.
+        stop_run_work()
+        raise
 
 
 def _reused_work(futures) -> tuple[Usage, int]:
@@ -115,6 +122,7 @@ def ingest(
         force: Re-process documents even when their bytes and the settings are unchanged.
     """
     started = time.perf_counter()
+    allow_run_work()
     settings = deployment_allowed_roots(options.settings(db))
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 

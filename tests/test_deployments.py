@@ -301,6 +301,16 @@ def test_ingest_deployment_runs_nightly(deployed):
 
 @real_server
 @pytest.mark.parametrize("name", ["ingest", "reingest-document"])
+def test_runs_of_a_deployment_that_writes_the_index_go_one_at_a_time(deployed, name):
+    # "Run" clicked twice, or the nightly schedule firing during a manual run: the next run
+    # waits for a slot instead of processing the same documents at the same time.
+    deployment = deployed.deployments[name]
+    assert (1, "ENQUEUE") == (deployment.global_concurrency_limit.limit,
+                              deployment.concurrency_options.collision_strategy.value)
+
+
+@real_server
+@pytest.mark.parametrize("name", ["ingest", "reingest-document"])
 def test_run_form_describes_every_parameter(deployed, name):
     """The UI renders the form from the deployment's parameter schema."""
     schema = deployed.deployments[name].parameter_openapi_schema

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.states import Failed
@@ -26,7 +26,9 @@ from propdex.extract.isolated import for_documents, pymupdf_sources
 from propdex.ids import doc_id_for
 from propdex.models import Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
+from propdex.pipeline.report import render_log_lines
 from propdex.settings import Settings
+from propdex.stopping import allow_run_work, stop_run_work
 from tasks.documents import Embeddings, embed, extract, propose, split, write_context
 from tasks.index import (
     commit_document,
@@ -58,11 +60,17 @@ def _wait_for_documents(chains: list[list]) -> None:
     progress display) once its whole chain has finished, in whatever order chains finish."""
     left = [len(futures) for futures in chains]
     chain_of = {id(future): n for n, futures in enumerate(chains) for future in futures}
-    for future in as_completed([future for futures in chains for future in futures]):
-        n = chain_of[id(future)]
-        left[n] -= 1
-        if left[n] == 0:
-            progress.document_finished()
+    try:
+        for future in as_completed([future for futures in chains for future in futures]):
+            n = chain_of[id(future)]
+            left[n] -= 1
+            if left[n] == 0:
+                progress.document_finished()
+    except BaseException:
+        # Cancelled from the Prefect UI (SIGTERM, raised here as TerminationSignal) or Ctrl-C:
+        # the process ends only once the task threads return, so stop what they wait for.
+        stop_run_work()
+        raise
 
 
 def _reused_work(futures) -> tuple[Usage, int]:
@@ -115,6 +123,7 @@ def ingest(
         force: Re-process documents even when their bytes and the settings are unchanged.
     """
     started = time.perf_counter()
+    allow_run_work()
     settings = deployment_allowed_roots(options.settings(db))
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
@@ -177,6 +186,9 @@ def ingest(
         optimize(settings)
     summary.seconds = time.perf_counter() - started
     publish_report(summary)
+    logger = get_run_logger()
+    for line in render_log_lines(summary):
+        logger.info(line)
     if summary.stopped:
         # Retrying cannot help (bad key, unknown model): the run ends Failed, with its report.
         return Failed(message=f"run stopped: {summary.stopped}", data=summary.to_dict())
@@ -184,4 +196,9 @@ def ingest(
         # Paths outside the allowed roots were asked for: the run shows Failed in the UI.
         refused = "; ".join(f"{path}: {reason}" for path, reason in summary.refused)
         return Failed(message=f"paths refused: {refused}", data=summary.to_dict())
+    if summary.missing:
+        # A scheduled run on a folder that was moved or unmounted must not look like a run
+        # with nothing to do: it ends Failed, as the CLI exits 1.
+        missing = "; ".join(summary.missing)
+        return Failed(message=f"sources not found: {missing}", data=summary.to_dict())
     return summary.to_dict()

@@ -64,6 +64,10 @@ class DocumentTimeoutError(DocumentError, TimeoutError):
     """A document was not done within document_timeout_s (stuck in extraction or the LLM)."""
 
 
+class RunStoppedError(PropdexError):
+    """Work of a run that is being cancelled or interrupted was not started."""
+
+
 class SourceNotFoundError(PropdexError):
     """A path, folder or glob given to ingest matched nothing."""
 

@@ -16,6 +16,7 @@ from propdex.errors import (
     ExtractionError,
     LLMConfigurationError,
     LLMOutputError,
+    RunStoppedError,
     StorageError,
 )
 from propdex.settings import Settings
@@ -53,5 +54,6 @@ def retry_transient(task, task_run, state) -> bool:
     exc = _exception_of(state)
     permanent = (DatabaseNotAllowedError, ExtractionError, LLMConfigurationError, LLMOutputError,
                  StorageError, ValueError,
-                 DocumentTimeoutError)  # the deadline has passed: a retry would fail at once
+                 DocumentTimeoutError,  # the deadline has passed: a retry would fail at once
+                 RunStoppedError)  # the run is being cancelled: a retry would only delay its end
     return exc is not None and not isinstance(exc, permanent)

@@ -301,6 +301,16 @@ def test_ingest_deployment_runs_nightly(deployed):
 
 @real_server
 @pytest.mark.parametrize("name", ["ingest", "reingest-document"])
+def test_runs_of_a_deployment_that_writes_the_index_go_one_at_a_time(deployed, name):
+    # "Run" clicked twice, or the nightly schedule firing during a manual run: the next run
+    # waits for a slot instead of processing the same documents at the same time.
+    deployment = deployed.deployments[name]
+    assert (1, "ENQUEUE") == (deployment.global_concurrency_limit.limit,
+                              deployment.concurrency_options.collision_strategy.value)
+
+
+@real_server
+@pytest.mark.parametrize("name", ["ingest", "reingest-document"])
 def test_run_form_describes_every_parameter(deployed, name):
     """The UI renders the form from the deployment's parameter schema."""
     schema = deployed.deployments[name].parameter_openapi_schema
@@ -416,6 +426,71 @@ class Watched:
     db: Path
     created: object  # the flow run the first event triggered
     indexed: list[str]  # indexed sources once it completed
+
+
+def _task_runs(client, flow_run_id: UUID) -> list:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    return client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+
+
+def _extraction_workers_of_session(session: int) -> set[int]:
+    """Live extraction worker processes of ``session`` (orphans keep their session)."""
+    found = set()
+    for process in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            fields = (process / "stat").read_text().rsplit(")", 1)[1].split()
+            if (int(fields[3]) == session and fields[0] != "Z"
+                    and b"propdex.extract.worker" in (process / "cmdline").read_bytes()):
+                found.add(int(process.name))
+    return found
+
+
+@real_server
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_a_served_run_cancelled_mid_extraction_leaves_no_extraction_worker(tmp_path):
+    """The UI's Cancel button sets the run Cancelling; serve.py's runner then SIGTERMs the
+    run's process alone (a process worker signals its whole group), and SIGKILLs it 30 s
+    later. No extraction worker goes on reading its document as an orphan: the run stops
+    them, and a worker whose parent is gone ends by itself."""
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.states import Cancelling
+
+    folder = tmp_path / "long"
+    folder.mkdir()
+    page = "Herons nest in tall trees near water. They eat fish, frogs and insects. " * 40
+    for n in range(2):  # 200 pages through the layout engine: most of a minute each
+        make_pdf(folder / f"herons{n}.pdf", [page] * 200)
+    with prefect_server(tmp_path / "prefect") as stack:
+        stack.env.update(PROPDEX_ALLOWED_ROOTS=str(tmp_path), PROPDEX_ALLOWED_DB_ROOTS=str(tmp_path),
+                         PREFECT_RUNNER_POLL_FREQUENCY="2")
+        served = stack.start("serve", [sys.executable, "deployments/serve.py", "ingest"])
+        with SyncPrefectClient(api=stack.api_url) as client:
+            deployment = wait_for(lambda: _deployment_named(client, DEPLOYMENTS["ingest"]),
+                                  timeout=RUN_SECONDS, what="the served deployment",
+                                  alive=stack.check_alive)
+            _pause_schedules(client, deployment.id)
+            run = client.create_flow_run_from_deployment(deployment.id, parameters={
+                "sources": [str(folder)], "db": str(tmp_path / "db"),
+                "options": {"pdf_reader": "layout"}})
+            wait_for(lambda: any(t.name.startswith("extract") and t.state and t.state.is_running()
+                                 for t in _task_runs(client, run.id)),
+                     timeout=RUN_SECONDS, what="an extract task to run", alive=stack.check_alive)
+            client.set_flow_run_state(run.id, Cancelling(), force=True)
+            finished = _finished(client, run.id, stack.check_alive)
+        workers = _extraction_workers_of_session(served.popen.pid)
+
+    assert ("CANCELLED", set()) == (finished.state.type.value, workers)
+
+
+def _deployment_named(client, name: str):
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        return client.read_deployment_by_name(name)
+    except ObjectNotFound:
+        return None
 
 
 def _triggered_run(deployed: Deployed, client, source: Path, already: set[UUID]):

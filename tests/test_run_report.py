@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
-from propdex.pipeline.report import render_markdown
+from propdex.pipeline.report import render_log_lines, render_markdown
 
 
 def report(*documents: DocumentOutcome) -> str:
@@ -71,3 +71,24 @@ def test_report_says_a_grader_that_passed_every_rejected_proposition_is_not_info
 def test_report_counts_grades_out_of_range() -> None:
     assert ("Grader `m`: the checks rejected none of the 4 propositions graded; 2 propositions "
             "had a grade out of 1..10.") == grader_line("m", 4, 2, 0, 0)
+
+
+def test_log_lines_count_the_documents_and_name_each_failure_and_missing_source() -> None:
+    summary = RunSummary(run_id="r1", db="/tmp/db", llm="offline", seconds=2.0,
+                         unchanged=["/docs/b.md"], missing=["/docs/gone"], documents=[
+                             DocumentOutcome(source="/docs/a.md", doc_id="a", status="indexed"),
+                             DocumentOutcome(source="/docs/bad.pdf", doc_id="c", status="failed",
+                                             error="truncated PDF (no %%EOF marker)")])
+    assert [
+        "propdex ingest into /tmp/db: indexed 1, unchanged 1, failed 1, removed 0, not found 1 "
+        "(2.0 s; the propdex-ingest-report artifact has the details)",
+        "/docs/bad.pdf: failed: truncated PDF (no %%EOF marker)",
+        "sources: /docs/gone: no such file, folder or matching glob",
+    ] == render_log_lines(summary)
+
+
+def test_log_lines_of_a_run_with_nothing_changed_say_so() -> None:
+    summary = RunSummary(run_id="r1", db="/tmp/db", llm="offline", unchanged=["/docs/a.md"])
+    assert ["propdex ingest into /tmp/db: indexed 0, unchanged 1, failed 0, removed 0, not found 0"
+            ": nothing new to load, the index is unchanged (0.0 s; the propdex-ingest-report "
+            "artifact has the details)"] == render_log_lines(summary)

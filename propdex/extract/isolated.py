@@ -86,6 +86,7 @@ class _Worker:
 
 _lock = threading.Lock()
 _idle: list[_Worker] = []
+_busy: set[_Worker] = set()  # extracting a document for a thread of this process
 
 
 def _acquire(kind: tuple[int, int]) -> _Worker:
@@ -118,8 +119,15 @@ def start_workers(settings: Settings, documents: int) -> None:
 
 @atexit.register
 def stop_workers() -> None:
+    """Stop every extraction worker, busy ones too: each document they were extracting ends
+    as a crashed extraction in the thread waiting for it. A run that is cancelled (from the
+    Prefect UI) or interrupted calls this, so that its process can end at once instead of
+    when its last extraction would have finished."""
     with _lock:
         workers, _idle[:] = list(_idle), []
+        busy = list(_busy)
+    for worker in busy:
+        worker.process.kill()  # the waiting thread stops it: closing its pipes here would race
     for worker in workers:
         worker.stop()
 
@@ -217,6 +225,8 @@ def _extract_in_worker(source: str, settings: Settings, timeout: float | None,
     if early is not None and not early.attach(worker):
         _release(worker)  # dropped before it started
         return None
+    with _lock:
+        _busy.add(worker)
     try:
         worker.requests.send((source, extraction_settings(settings)))
         if not worker.answers.poll(timeout):
@@ -232,6 +242,8 @@ def _extract_in_worker(source: str, settings: Settings, timeout: float | None,
         worker.stop()
         raise
     finally:
+        with _lock:
+            _busy.discard(worker)
         if early is not None:
             early.detach()
     _release(worker)

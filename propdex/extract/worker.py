@@ -1,7 +1,8 @@
 """The extraction worker process: ``python -m propdex.extract.worker MEMORY_MB``.
 
 It reads (source, ExtractionSettings) requests from stdin and answers each with a WorkerResult on
-stdout (multiprocessing's length-prefixed pickle framing), until stdin closes. Its address
+stdout (multiprocessing's length-prefixed pickle framing), until stdin closes; it ends at once,
+even mid-document, when its parent is gone (stdin hung up). Its address
 space is capped at what it uses after importing PyMuPDF plus MEMORY_MB, so a
 decompression bomb fails inside MuPDF instead of exhausting the machine's memory. See
 ``propdex.extract.isolated`` for the parent side.
@@ -10,8 +11,10 @@ decompression bomb fails inside MuPDF instead of exhausting the machine's memory
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -87,12 +90,30 @@ def serve(requests: Connection, answers: Connection) -> None:
         answers.send(extract_one(source, settings))
 
 
+def exit_when_orphaned(requests: Connection) -> None:
+    """End this process as soon as the parent's end of the request pipe closes.
+
+    A parent killed mid-document (a flow run cancelled from the Prefect UI is SIGKILLed by
+    its runner after a grace period) cannot stop its workers, and the main thread reads the
+    pipe only between documents: without this, an orphaned worker went on extracting a long
+    PDF for minutes. poll() with no events asked for still reports POLLHUP, which a pipe's
+    read end gets once no writer is left, without consuming a request."""
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(requests.fileno(), 0)
+        poller.poll()  # returns only on hang-up or error
+        os._exit(128 + signal.SIGHUP)
+
+    threading.Thread(target=watch, name="propdex-orphan-watch", daemon=True).start()
+
+
 def main() -> None:
     # Answers go over a private copy of stdout; fd 1 then points at stderr, because MuPDF
     # and PyMuPDF print warnings to stdout and would corrupt the answer stream.
     answers = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
     requests = Connection(os.dup(0), writable=False)
+    exit_when_orphaned(requests)
     # PyMuPDF (and whatever it loads on import) before the cap: the cap is for documents.
     import propdex.extract.pdf  # noqa: F401
 

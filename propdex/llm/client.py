@@ -64,6 +64,7 @@ from propdex.llm.structured import (
 )
 from propdex.models import Usage
 from propdex.settings import Settings
+from propdex.stopping import check_not_stopped
 
 log = logging.getLogger("propdex.llm")
 
@@ -506,6 +507,7 @@ class LLMClient:
 
             def send() -> Any:
                 with self.limiter.slot():
+                    check_not_stopped(f"{step} request")  # nor once the run is cancelled
                     if deadline is not None:  # no attempt starts after it; none outlives it
                         deadline.check(f"{step} request")
                         request["timeout"] = min(self.settings.llm_timeout, deadline.remaining())

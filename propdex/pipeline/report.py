@@ -98,3 +98,21 @@ def render_markdown(summary: RunSummary) -> str:
         if items:
             lines += ["", f"**{title}:**", ""] + [f"- {_cell(s)}" for s in items]
     return "\n".join(lines) + "\n"
+
+
+def render_log_lines(summary: RunSummary) -> list[str]:
+    """The run report in a few plain lines for the flow run's logs (the Prefect UI's Logs tab,
+    where a scheduled run is read first): the counts, then one line per document that failed
+    or was skipped and per source that matched nothing."""
+    indexed = sum(d.status == "indexed" for d in summary.documents)
+    counts = (f"indexed {indexed}, unchanged {len(summary.unchanged)}, failed "
+              f"{len(summary.failed)}, removed {len(summary.removed)}, not found "
+              f"{len(summary.missing)}")
+    if not summary.wrote:
+        counts += ": nothing new to load, the index is unchanged"
+    lines = [f"propdex ingest into {summary.db}: {counts} ({summary.seconds:.1f} s; "
+             "the propdex-ingest-report artifact has the details)"]
+    lines += [f"{d.source}: {d.status}: {d.error}" for d in summary.failed]
+    lines += [f"sources: {path}: no such file, folder or matching glob"
+              for path in summary.missing]
+    return lines

@@ -1,0 +1,38 @@
+"""Stopping the work of a run that is cancelled or interrupted.
+
+A flow run cancelled from the Prefect UI gets SIGTERM from its runner (served deployments and
+process workers alike), which Prefect turns into an exception in the flow's main thread; Ctrl-C
+on the CLI is a KeyboardInterrupt there. Either way the process can only end once its task
+threads return, and the runner SIGKILLs it after a grace period (30 s) otherwise. So the flow
+stops the work its threads wait for: extraction workers are killed (their documents end as
+crashed extractions) and no LLM request starts any more (requests in flight end with their
+answer or their timeout). Nothing is committed for a document whose chain was cut short, so
+its last version stays in the index and the next run processes it again.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from propdex.errors import RunStoppedError
+
+_stopping = threading.Event()
+
+
+def stop_run_work() -> None:
+    """Make every later LLM request of this process fail at once and kill the extraction
+    workers, busy ones included."""
+    from propdex.extract.isolated import stop_workers
+
+    _stopping.set()
+    stop_workers()
+
+
+def allow_run_work() -> None:
+    """A new run starts in this process: its work runs again."""
+    _stopping.clear()
+
+
+def check_not_stopped(what: str) -> None:
+    if _stopping.is_set():
+        raise RunStoppedError(f"{what}: not sent, the run is being cancelled")

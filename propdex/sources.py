@@ -59,6 +59,9 @@ class Walk:
     # Real path -> walked path of each folder walked (the folder itself too): each real
     # folder is walked once, so a path below a real folder has one walked path.
     folders: dict[str, str] = field(default_factory=dict)
+    # Walked path -> real path of each supported file that is itself a link to a file.
+    file_links: dict[str, str] = field(default_factory=dict)
+    broken: list[str] = field(default_factory=list)  # links that lead nowhere (any name)
 
 
 def walk(folder: str, roots: list[str] | None = None) -> Walk:
@@ -79,8 +82,19 @@ def walk(folder: str, roots: list[str] | None = None) -> Walk:
                 kept.append(name)
         dirnames[:] = kept
         for name in filenames:
-            if not name.startswith(".") and is_supported(name):
-                found.files.append(os.path.join(dirpath, name))  # resolved (and checked) by the caller
+            if name.startswith("."):
+                continue
+            path = os.path.join(dirpath, name)
+            # os.walk lists a link to a folder that is gone among the files. Links to files
+            # and broken links are what `propdex watch` watches beyond the walked folders.
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if not os.path.exists(real):
+                    found.broken.append(path)
+                elif is_supported(name):
+                    found.file_links[path] = real
+            if is_supported(name):
+                found.files.append(path)  # resolved (and checked) by the caller
     return found
 
 

@@ -44,6 +44,7 @@ class OpenAIEmbedder(SharedClientUser, Embedder):
         self._secret = api_key_value(settings.embed_api_key or settings.llm_api_key)
         self._dim: int | None = KNOWN_DIMS.get(self.name)
         self._dim_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self.name!r}, base_url={display_url(self.base_url)!r})"
@@ -52,7 +53,9 @@ class OpenAIEmbedder(SharedClientUser, Embedder):
     def dim(self) -> int:
         """The vector size: from the table of known models, else learned from one request."""
         if self._dim is None:
-            self.embed([DIM_PROBE_TEXT])
+            with self._probe_lock:  # one probe, however many documents' stages ask at once
+                if self._dim is None:
+                    self.embed([DIM_PROBE_TEXT])
         assert self._dim is not None
         return self._dim
 

@@ -20,6 +20,7 @@ from tasks.evaluation import (
     score_search,
     score_unit,
 )
+from tasks.policies import with_scaled_retry_delays
 
 
 @flow(name="propdex-evaluate", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=4))
@@ -55,7 +56,8 @@ def evaluate(
                                              options.top_k)
                for row in SEARCH_ROWS}
     scores = {kind: future.result() for kind, future in scored.items()}
-    grades, info = (grade_answers(corpus, scores, settings) if options.answer_quality
+    grades, info = (with_scaled_retry_delays(grade_answers, settings)(corpus, scores, settings)
+                    if options.answer_quality
                     else (None, None))
     unit_sets = {kind: future.result() for kind, future in units.items()}
     report = run.assemble_report(corpus, settings, unit_sets, scores, ks, budgets,

@@ -42,6 +42,7 @@ from tasks.index import (
     relabel,
     sweep,
 )
+from tasks.policies import with_scaled_retry_delays
 
 
 def _first_failure(futures) -> BaseException | None:
@@ -132,6 +133,10 @@ def ingest(
     settings = for_documents(settings, pymupdf_sources(item.source for item in plan.to_process))
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
     swept = sweep(settings)
+    # The stages whose retries wait, waiting their declared delays times retry_delay_scale.
+    context_stage, propose_stage, embed_stage, commit_stage = (
+        with_scaled_retry_delays(stage, settings)
+        for stage in (write_context, propose, embed, commit_document))
     chains = []
     for item in plan.to_process:
         # Salted, the chain misses Prefect's task cache and every stage runs again (LLM answers
@@ -140,11 +145,11 @@ def ingest(
         salt = run_id if item.reason in ("retry", "forced") else ""
         fp = plan.fingerprint_for(item.source)
         doc = extract.submit(item, settings, fp, salt)
-        context = write_context.submit(doc, settings, fp, salt)
+        context = context_stage.submit(doc, settings, fp, salt)
         chunks = split.submit(doc, context, settings, fp, salt)
-        props = propose.submit(doc, chunks, context, settings, fp, salt)
-        vectors = embed.submit(doc, chunks, props, settings, fp, salt)
-        done = commit_document.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
+        props = propose_stage.submit(doc, chunks, context, settings, fp, salt)
+        vectors = embed_stage.submit(doc, chunks, props, settings, fp, salt)
+        done = commit_stage.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
         chains.append((item, [doc, context, chunks, props, vectors, done]))
     _wait_for_documents([futures for _, futures in chains])
     forget_run(run_id)

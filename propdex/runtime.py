@@ -17,15 +17,16 @@ from propdex.settings import Settings
 
 _lock = threading.Lock()
 _backends: dict[str, LLMBackend] = {}
+_embedders: dict[str, Embedder] = {}
 _caches: dict[str, ResultCache] = {}
 _pools: dict[int, ThreadPoolExecutor] = {}
 
 
 def _settings_key(settings: Settings) -> str:
     # Secrets take part in the key (a new key means a new client) without being stored in clear.
-    return settings.model_dump_json(round_trip=True) + repr(
-        (settings.llm_api_key.get_secret_value() if settings.llm_api_key else None).__hash__()
-    )
+    secrets = (key.get_secret_value() if key else None
+               for key in (settings.llm_api_key, settings.embed_api_key))
+    return settings.model_dump_json(round_trip=True) + repr(hash(tuple(secrets)))
 
 
 def backend_for(settings: Settings) -> LLMBackend:
@@ -44,7 +45,15 @@ def backend_for(settings: Settings) -> LLMBackend:
 
 
 def embedder_for(settings: Settings) -> Embedder:
-    return make_embedder(settings)
+    """The process's embedder for ``settings``: built once, so a remote one learns its vector
+    size once and every document's requests share one connection pool."""
+    if settings.embedder != "openai":
+        return make_embedder(settings)  # cached per model configuration by propdex.embed
+    key = _settings_key(settings)
+    with _lock:
+        if key not in _embedders:
+            _embedders[key] = make_embedder(settings)
+        return _embedders[key]
 
 
 def warm_up_embedder(settings: Settings) -> None:

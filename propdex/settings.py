@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(120.0, gt=0, description="Seconds per LLM request.")
     llm_max_attempts: int = Field(5, ge=1, description="Attempts per LLM request (retries + 1).")
     llm_backoff_max: float = Field(30.0, gt=0, description="Longest wait between attempts (s).")
+    retry_delay_scale: float = Field(
+        1.0, ge=0, description="Factor on the waits before a failed pipeline task runs again "
+        "(the delays declared on the tasks' decorators, e.g. 2 s then 10 s); 0 = at once.",
+    )
     llm_concurrency: int = Field(8, ge=1, description="LLM requests in flight across the run.")
     llm_rpm: int = Field(0, ge=0, description="LLM requests per minute across the run; 0 = no limit.")
     llm_temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of every LLM request.")

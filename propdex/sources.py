@@ -59,29 +59,63 @@ class Walk:
     # Real path -> walked path of each folder walked (the folder itself too): each real
     # folder is walked once, so a path below a real folder has one walked path.
     folders: dict[str, str] = field(default_factory=dict)
+    # Walked path -> real path of each supported file that is itself a link to a file.
+    file_links: dict[str, str] = field(default_factory=dict)
+    broken: list[str] = field(default_factory=list)  # links that lead nowhere (any name)
 
 
 def walk(folder: str, roots: list[str] | None = None) -> Walk:
     """The supported files under ``folder`` and the linked folders refused (outside
     ``roots``, when given): links to files and to folders are both followed, as ``find -L``
     does. Each file is given as walked (below ``folder``, links not resolved). A folder is
-    walked once by its real path, so a link loop ends; hidden names are skipped."""
+    walked once by its real path, so a link loop ends; hidden names are skipped.
+
+    As ``os.walk(followlinks=True)``, top-down (a folder's subfolders are all claimed before
+    any is entered), a folder that cannot be listed skipped; on ``os.scandir`` directly, whose
+    entries tell a link from a file without a system call per file."""
     found = Walk(folders={os.path.realpath(folder): folder})
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
-        kept = []
-        for name in sorted(d for d in dirnames if not d.startswith(".")):
-            path = os.path.join(dirpath, name)
-            real = os.path.realpath(path)
-            if roots and not is_within(real, roots):
-                found.refused.append(path)  # listing it would read outside the roots
-            elif real not in found.folders:
-                found.folders[real] = path
-                kept.append(name)
-        dirnames[:] = kept
-        for name in filenames:
-            if not name.startswith(".") and is_supported(name):
-                found.files.append(os.path.join(dirpath, name))  # resolved (and checked) by the caller
+    pending = [folder]
+    while pending:
+        subfolders = _walk_folder(pending.pop(), roots, found)
+        pending.extend(reversed(subfolders))  # entered in name order
     return found
+
+
+def _walk_folder(dirpath: str, roots: list[str] | None, found: Walk) -> list[str]:
+    """Record the files of ``dirpath`` in ``found``; its subfolders to enter, claimed."""
+    try:
+        with os.scandir(dirpath) as listing:
+            entries = [entry for entry in listing if not entry.name.startswith(".")]
+    except OSError:
+        return []
+    subfolders: list[str] = []
+    for entry in entries:
+        try:
+            is_folder = entry.is_dir()  # through a link
+        except OSError:
+            is_folder = False
+        if is_folder:
+            subfolders.append(entry.path)
+            continue
+        # A link to a folder that is gone is listed with the files. Links to files and broken
+        # links are what `propdex watch` watches beyond the walked folders.
+        if entry.is_symlink():
+            real = os.path.realpath(entry.path)
+            if not os.path.exists(real):
+                found.broken.append(entry.path)
+            elif is_supported(entry.name):
+                found.file_links[entry.path] = real
+        if is_supported(entry.name):
+            found.files.append(entry.path)  # resolved (and checked) by the caller
+    kept = []
+    for path in sorted(subfolders):
+        real = os.path.realpath(path)
+        if roots and not is_within(real, roots):
+            found.refused.append(path)  # listing it would read outside the roots
+        elif real not in found.folders:
+            found.folders[real] = path
+            kept.append(path)
+    return kept
 
 
 def discover(arguments: list[str], allowed_roots: list[str] | None = None) -> Discovery:

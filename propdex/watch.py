@@ -2,9 +2,10 @@
 
 Each change to a file of a supported type (PDF, EPUB, text, Markdown...) under DIR becomes one Prefect event, and the
 `reingest-document` deployment's trigger turns that event into a run for that one file.
-Links to folders are followed as `propdex ingest` follows them (propdex.sources.walk): a
-change inside a linked folder, a link made or a link removed each name the files the walk
-yields, at the paths it yields them (below DIR, links not resolved).
+Links are followed as `propdex ingest` follows them (propdex.sources.walk): a change inside a
+linked folder or to a linked file's target, a link made, removed or whose target appeared
+each name the files the walk yields, at the paths it yields them (below DIR, links not
+resolved).
 The event is the whole contract, so anything else (a CI job, a sync script) may emit it:
 
     event:    propdex.source.changed
@@ -74,22 +75,35 @@ def emit_source_changed(source: str | Path, change: ChangeKind, db: str | None =
 
 
 def watched_paths(root: str, walked: Walk) -> list[str]:
-    """What to hand the file system watch: ``root`` and the real folders the walk reached
-    through links that lie outside it (and outside each other). A watch of ``root`` alone
-    may not see inside linked folders (notify follows links only on some platforms, and
-    never into a link made after the watch started)."""
+    """What to hand the file system watch: ``root``, the real folders the walk reached
+    through links and the real folders of the files that links to files lead to, those that
+    lie outside it (and outside each other). A watch of ``root`` alone may not see inside
+    linked folders (notify follows links only on some platforms, and never into a link made
+    after the watch started), and never an edit of a linked file's target: the link itself
+    does not change. A target's folder, not the target: an editor's save replaces the file."""
     paths = [root]
-    for real in sorted(walked.folders):  # a folder sorts before the folders below it
+    targets = {os.path.dirname(real) for real in walked.file_links.values()}
+    for real in sorted(walked.folders.keys() | targets):  # a folder sorts before those below it
         if not is_within(real, paths):
             paths.append(real)
     return paths
 
 
-def walked_path(path: str, walked: Walk) -> str:
-    """Where the walk finds the file that a watch reports at ``path`` (below ``root`` or
-    below the real folder of a link), or ``path`` itself when no walked folder holds it."""
+def walked_paths(path: str, walked: Walk) -> list[str]:
+    """Where the walk finds the file that a watch reports at ``path``: below ``root`` or
+    below the real folder of a link, and at every link to that file; ``[path]`` when
+    the walk has it nowhere."""
     folder = walked.folders.get(os.path.realpath(os.path.dirname(path)))
-    return os.path.join(folder, os.path.basename(path)) if folder else path
+    found = [os.path.join(folder, os.path.basename(path))] if folder else []
+    real = os.path.realpath(path)
+    found += [link for link, target in walked.file_links.items() if target == real]
+    return found or [path]
+
+
+def sources_of(walked: Walk) -> set[str]:
+    """The sources the walk yields that can be read: a broken link is none until its target
+    appears (an ``added`` then)."""
+    return set(walked.files) - set(walked.broken)
 
 
 def may_change_walk(raw: Iterable[tuple[Any, str]], walked: Walk, known: set[str]) -> bool:
@@ -100,17 +114,9 @@ def may_change_walk(raw: Iterable[tuple[Any, str]], walked: Walk, known: set[str
     for _, path in raw:
         if not os.path.isfile(path):  # a folder, a link to one, a broken link, a path gone
             return True
-        if is_supported(path) and walked_path(path, walked) not in known:
+        if is_supported(path) and not known.intersection(walked_paths(path, walked)):
             return True
     return False
-
-
-def broken_folder_links(before: Walk, after: Walk) -> set[str]:
-    """Links through which ``before`` walked a folder that ``after`` could not: their folder
-    is gone (deleted, moved, unmounted) while the link stays. Nothing is there to watch, so
-    the watch checks them for their folder's return."""
-    return {path for real, path in before.folders.items()
-            if real not in after.folders and os.path.islink(path)}
 
 
 def source_changes(raw: Iterable[tuple[Any, str]], before: Walk, after: Walk) -> dict[str, ChangeKind]:
@@ -122,9 +128,9 @@ def source_changes(raw: Iterable[tuple[Any, str]], before: Walk, after: Walk) ->
     The walks decide the kind, not the raw changes (a set, in no order): an editor's atomic
     save is a delete plus an add of a file that was there before and is there after.
     """
-    earlier, now = set(before.files), set(after.files)
+    earlier, now = sources_of(before), sources_of(after)
     named = {source for _, path in raw
-             for source in (walked_path(path, before), walked_path(path, after))}
+             for source in walked_paths(path, before) + walked_paths(path, after)}
     kinds: dict[str, ChangeKind] = {}
     for source in sorted((earlier ^ now) | (named & earlier & now)):
         if source not in now or not Path(source).exists():
@@ -177,8 +183,7 @@ def watch(
         raise NotADirectoryError(f"{folder}: not a folder")
     ignore_noise = watchfiles.DefaultFilter()  # .git, __pycache__, editor swap files
     walked = walk(root)
-    known = set(walked.files)
-    broken: set[str] = set()  # links to folders that are gone, checked on every batch
+    known = sources_of(walked)
     ready = False
     while True:
         paths = watched_paths(root, walked)
@@ -193,23 +198,23 @@ def watch(
                 ready = True
                 if on_ready:
                     on_ready()
-            revived = any(os.path.isdir(link) for link in broken)
+            # A link that leads nowhere has nothing to watch: checked on every batch, empty ones
+            # (twice a second) included, for its target's return or first appearance.
+            revived = any(os.path.exists(link) for link in walked.broken)
             if not batch and settled and not revived:
                 continue
             before = walked
             if not settled or revived or may_change_walk(batch, walked, known):
                 # Walked again, so that files and links made or removed count.
                 walked = walk(root)
-                known = set(walked.files)
-                broken = ({link for link in broken if os.path.islink(link) and not os.path.isdir(link)}
-                          | broken_folder_links(before, walked))
+                known = sources_of(walked)
             settled = True
             for source, change in source_changes(batch, before, walked).items():
                 emit_source_changed(source, change, db)
                 if on_change:
                     on_change(source, change)
             if walked is not before and watched_paths(root, walked) != paths:
-                break  # a link to a folder came or went: watch the new set of folders
+                break  # a link came or went: watch the new set of folders
         else:
             return  # stopped or interrupted
 

@@ -8,7 +8,9 @@ unchanged document reuses persisted results, and any change that alters outputs 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, TypeVar
+
+from prefect import Task
 
 from propdex.errors import (
     DatabaseNotAllowedError,
@@ -22,6 +24,7 @@ from propdex.errors import (
 from propdex.settings import Settings
 
 CACHE_DAYS = 30
+T = TypeVar("T", bound=Task)
 
 
 def _key(*parts: Any) -> str:
@@ -57,3 +60,14 @@ def retry_transient(task, task_run, state) -> bool:
                  DocumentTimeoutError,  # the deadline has passed: a retry would fail at once
                  RunStoppedError)  # the run is being cancelled: a retry would only delay its end
     return exc is not None and not isinstance(exc, permanent)
+
+
+def with_scaled_retry_delays(task: T, settings: Settings) -> T:
+    """``task`` with the retry delays of its decorator times ``settings.retry_delay_scale``
+    (Prefect has no setting over a decorator's delays: its default applies only where none
+    is declared). The decorator's values stay the policy; the scale shortens it in tests."""
+    delays, scale = task.retry_delay_seconds, settings.retry_delay_scale
+    if not delays or scale == 1:
+        return task
+    scaled = [d * scale for d in delays] if isinstance(delays, list) else delays * scale
+    return task.with_options(retry_delay_seconds=scaled)

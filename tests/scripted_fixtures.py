@@ -13,6 +13,8 @@ from tests.scripted_server import DEFAULT_MODEL, ScriptedServer
 
 # A key that must never show up in an exception message, a repr or a log line.
 SENTINEL_KEY = "sk-SENTINEL-do-not-leak-4f1c2a9e7b"
+# A task retried after a transient fault waits its declared delays (2 s, 10 s) times this.
+RETRY_DELAY_SCALE = 0.01
 
 
 def scripted_settings(server: ScriptedServer, **overrides: Any) -> Settings:
@@ -25,6 +27,7 @@ def scripted_settings(server: ScriptedServer, **overrides: Any) -> Settings:
         "llm_timeout": 5.0,
         "llm_max_attempts": 3,
         "llm_backoff_max": 0.05,
+        "retry_delay_scale": RETRY_DELAY_SCALE,
         "embedder": "openai",
         "embed_model": "scripted-embed",
     }
@@ -39,7 +42,8 @@ def scripted_environment(server: ScriptedServer) -> dict[str, str]:
         "PROPDEX_LLM": "openai", "PROPDEX_LLM_BASE_URL": server.url + "/v1",
         "PROPDEX_LLM_API_KEY": SENTINEL_KEY, "PROPDEX_LLM_MODEL": "scripted-model",
         "PROPDEX_LLM_TIMEOUT": "5", "PROPDEX_LLM_MAX_ATTEMPTS": "2",
-        "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_EMBEDDER": "openai",
+        "PROPDEX_LLM_BACKOFF_MAX": "0.05", "PROPDEX_RETRY_DELAY_SCALE": str(RETRY_DELAY_SCALE),
+        "PROPDEX_EMBEDDER": "openai",
         "PROPDEX_EMBED_MODEL": "scripted-embed", "PROPDEX_CHUNK_SIZE": "300",
     }
 

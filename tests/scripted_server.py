@@ -285,12 +285,14 @@ class _HTTPServer(ThreadingHTTPServer):
         self.scripted = scripted
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
+        self.connections_opened = 0  # accepted since start: what clients' pools opened
         super().__init__(("127.0.0.1", port), _Handler)
 
     def get_request(self):  # type: ignore[override]
         sock, address = super().get_request()
         with self.sockets_lock:
             self.open_sockets.add(sock)
+            self.connections_opened += 1
         return sock, address
 
     def shutdown_request(self, request):  # type: ignore[override]
@@ -526,6 +528,13 @@ class ScriptedServer:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def connections_opened(self) -> int:
+        """TCP connections accepted since the server (re)started."""
+        assert self._httpd is not None, "the server is not running"
+        with self._httpd.sockets_lock:
+            return self._httpd.connections_opened
 
     @property
     def reads(self) -> list[RecordedRequest]:

@@ -15,6 +15,14 @@ from propdex.extract import extract_document
 from propdex.settings import Settings
 from tests.pdf_factory import make_pdf
 
+# Hypothesis warns ("Do not use the `random` module inside strategies") when the global random
+# state changes while it draws an example. These strategies never use it; other threads of the
+# process may, and do under pytest-xdist, where modules run earlier in the same worker leave
+# them going (Prefect's service loops jitter their sleeps with the global random, tenacity
+# its retry waits). Their draws say nothing about these tests.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning")
+
 # --- Exact spans --------------------------------------------------------------------------
 
 

@@ -4,8 +4,8 @@ llm), nothing of the new version is written, and the version indexed earlier sta
 
 The edit lies past the title/summary prefix, so those answers come from the cache and the
 fault hits the chunk-level calls. (A fault in the title step fails the document the same
-way, only after that task's retries wait 2 + 10 s.) Search uses full-text mode because the
-embeddings endpoint is the faulty server too.
+way, after that task's retries, which wait 2 + 10 s times retry_delay_scale.) Search uses
+full-text mode because the embeddings endpoint is the faulty server too.
 """
 
 from __future__ import annotations

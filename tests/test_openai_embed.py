@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,12 @@ def test_embed_base_url_and_key_override_the_llm_ones(scripted_server):
     embedder.embed(TEXTS[:1])
     embedder.close()
     assert "Bearer sk-embed-key-123456" == scripted_server.requests[0].headers["authorization"]
+
+
+def test_stages_asking_the_size_at_once_share_one_probe():
+    with ScriptedServer(embed_dim=16, latency_ms=300) as server:
+        embedder = OpenAIEmbedder(scripted_settings(server))
+        with ThreadPoolExecutor(4) as pool:
+            dims = list(pool.map(lambda _: embedder.dim, range(4)))
+
+    assert ([16] * 4, 1) == (dims, len(embedding_requests(server)))

@@ -139,6 +139,42 @@ def test_a_link_whose_folder_is_deleted_and_made_again_is_followed_again(tmp_pat
 
 
 @pytest.mark.prefect
+def test_an_edit_of_a_linked_files_target_outside_the_folder_is_reingested(tmp_path):
+    target = _note(tmp_path / "elsewhere" / "a.md")
+    link = tmp_path / "folder" / "linked.md"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    db = tmp_path / "db"
+    _ingest(tmp_path / "folder", db)
+    with watching(tmp_path / "folder") as next_events:
+        target.write_text(EDITED, encoding="utf-8")  # the link itself does not change
+        events = next_events(1)
+    _reingest(events, db)
+
+    assert ([(str(link), "modified")], EDITED.strip()) == (events, _documents(db)[str(target)]["text"])
+
+
+@pytest.mark.prefect
+@pytest.mark.parametrize(("link_name", "target", "made", "walked"), [
+    ("later.md", "later.md", "later.md", "later.md"),  # a link to a file not there yet
+    ("linked", "later", "later/a.md", "linked/a.md"),  # a link to a folder not there yet
+])
+def test_a_link_broken_when_the_watch_starts_is_followed_once_its_target_appears(
+        tmp_path, link_name, target, made, walked):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / link_name).symlink_to(tmp_path / "elsewhere" / target)
+    (tmp_path / "elsewhere").mkdir()
+    with watching(folder) as next_events:
+        _note(folder / "own.md")
+        own = next_events(1)  # the watch has walked the folder and found the link broken
+        _note(tmp_path / "elsewhere" / made)  # nothing in the watched folder changes
+        events = next_events(1)
+
+    assert ([(str(folder / "own.md"), "added")], [(str(folder / walked), "added")]) == (own, events)
+
+
+@pytest.mark.prefect
 def test_a_removed_path_takes_out_only_what_no_other_path_still_yields(tmp_path):
     target = _note(tmp_path / "elsewhere" / "a.md")
     first, second = tmp_path / "first" / "a.md", tmp_path / "second" / "a.md"

@@ -143,14 +143,11 @@ class LLMChunker(Chunker):
                                self.settings.llm_chunk_window_overlap)
         cache = cache_for(self.settings)
         requests = ChunkingRequests(self.settings)
-        try:
-            pool = llm_pool(self.settings)
-            # The windows' requests run against the document's deadline, like every LLM call.
-            futures = [submit_with_deadline(pool, self._window_cuts, text, w, requests, cache)
-                       for w in windows]
-            results = [future.result() for future in futures]
-        finally:
-            requests.close()
+        pool = llm_pool(self.settings)
+        # The windows' requests run against the document's deadline, like every LLM call.
+        futures = [submit_with_deadline(pool, self._window_cuts, text, w, requests, cache)
+                   for w in windows]
+        results = [future.result() for future in futures]
         # Summed here, in the calling thread: the windows' threads never share a total.
         self.usage = sum((usage for _, usage in results), self.usage)
         cuts = sorted({c for window_cuts, _ in results for c in window_cuts})

@@ -18,13 +18,13 @@ from propdex.llm.client import (
     OPENAI_BASE_URL,
     api_key_value,
     call_with_retries,
-    make_openai_client,
     negotiation_of,
     read_response,
     usage_of,
 )
 from propdex.llm.context_window import request_cap, send_within_window
 from propdex.llm.limits import limiter_for
+from propdex.llm.openai_clients import SharedClientUser
 from propdex.llm.output_caps import copy_cap, output_cap
 from propdex.models import Usage
 from propdex.settings import Settings
@@ -47,17 +47,13 @@ class PromptScores:
     usage: Usage
 
 
-class ChunkingRequests:
+class ChunkingRequests(SharedClientUser):
     def __init__(self, settings: Settings):
         self.settings = settings
         self.model = settings.model_for("context")
         self.base_url = (settings.llm_base_url or OPENAI_BASE_URL).rstrip("/")
         self._secret = api_key_value(settings.llm_api_key)
-        self._client = make_openai_client(self.base_url, self._secret, settings.llm_timeout)
         self._limiter = limiter_for(self.base_url, settings.llm_concurrency, settings.llm_rpm)
-
-    def close(self) -> None:
-        self._client.close()
 
     def _send(self, what: str, call: Callable[[float], Any]) -> Any:
         """``call(timeout)`` with the retry policy, under the document's deadline if one is set."""

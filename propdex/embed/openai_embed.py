@@ -17,9 +17,9 @@ from propdex.llm.client import (
     api_key_value,
     call_with_retries,
     display_url,
-    make_openai_client,
     read_response,
 )
+from propdex.llm.openai_clients import SharedClientUser
 from propdex.settings import Settings
 
 # Dimensions of well-known models, so ``dim`` is known before the first request.
@@ -33,7 +33,7 @@ EMPTY_STAND_IN = " "
 DIM_PROBE_TEXT = "dimension probe"
 
 
-class OpenAIEmbedder(Embedder):
+class OpenAIEmbedder(SharedClientUser, Embedder):
     """``Embedder`` over an OpenAI-compatible server; thread-safe."""
 
     def __init__(self, settings: Settings):
@@ -42,9 +42,9 @@ class OpenAIEmbedder(Embedder):
         base_url = settings.embed_base_url or settings.llm_base_url or OPENAI_BASE_URL
         self.base_url = base_url.rstrip("/")
         self._secret = api_key_value(settings.embed_api_key or settings.llm_api_key)
-        self._client = make_openai_client(self.base_url, self._secret, settings.llm_timeout)
         self._dim: int | None = KNOWN_DIMS.get(self.name)
         self._dim_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self.name!r}, base_url={display_url(self.base_url)!r})"
@@ -53,7 +53,9 @@ class OpenAIEmbedder(Embedder):
     def dim(self) -> int:
         """The vector size: from the table of known models, else learned from one request."""
         if self._dim is None:
-            self.embed([DIM_PROBE_TEXT])
+            with self._probe_lock:  # one probe, however many documents' stages ask at once
+                if self._dim is None:
+                    self.embed([DIM_PROBE_TEXT])
         assert self._dim is not None
         return self._dim
 
@@ -67,8 +69,6 @@ class OpenAIEmbedder(Embedder):
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
-    def close(self) -> None:
-        self._client.close()
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         batch = [text if text.strip() else EMPTY_STAND_IN for text in texts]

@@ -47,6 +47,7 @@ from propdex.llm.context_window import (
     send_within_window,
 )
 from propdex.llm.limits import RequestLimiter, limiter_for
+from propdex.llm.openai_clients import SharedClientUser
 from propdex.llm.output_caps import derived_json_cap, output_cap
 from propdex.llm.schemas import CHECK_FAILED
 from propdex.llm.structured import (
@@ -128,12 +129,6 @@ def scrub(text: str, secret: str) -> str:
     if secret and secret != NO_KEY:
         text = text.replace(secret, "***")
     return _KEY_LIKE.sub(lambda m: f"{m.group(1)}-***", text)
-
-
-def make_openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
-    # One client per backend, shared by every thread: the sync client is thread-safe and
-    # pools connections.
-    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- retries
@@ -397,7 +392,7 @@ class Sent:
     cap_field: str
 
 
-class LLMClient:
+class LLMClient(SharedClientUser):
     """Chat completions returning validated pydantic objects; thread-safe.
 
     Every error raised by ``chat_json`` carries ``.usage``: the tokens of the responses that
@@ -409,7 +404,6 @@ class LLMClient:
         self.settings = settings
         self.base_url = (settings.llm_base_url or OPENAI_BASE_URL).rstrip("/")
         self._secret = api_key_value(settings.llm_api_key)
-        self._client = make_openai_client(self.base_url, self._secret, settings.llm_timeout)
         self.limiter: RequestLimiter = limiter_for(
             self.base_url, settings.llm_concurrency, settings.llm_rpm
         )
@@ -417,9 +411,6 @@ class LLMClient:
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={display_url(self.base_url)!r})"
-
-    def close(self) -> None:
-        self._client.close()
 
     def negotiation(self, model: str) -> Negotiation:
         return negotiation_of(self.settings, self.base_url, model)

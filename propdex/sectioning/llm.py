@@ -41,40 +41,37 @@ def llm_sections(text: str, settings: Settings, source: str = "") -> tuple[list[
     found: list[LineSection] = []
     repairs: Counter[str] = Counter()
     usage = Usage()
-    try:
-        first = 0
-        while first < len(lines):
-            last = lines.last_within(first, WINDOW_CHARS)
-            final = last == len(lines) - 1
-            numbered = lines.numbered(first, last)
-            key = cache_key(step=STEP, model=model, prompt=prompt.version, final=final, text=numbered)
-            answer = cache.get_llm(key)
-            if answer is not None:
-                usage += Usage(cached_calls=1)
-            else:
-                messages = prompt.messages(
-                    describe_format=False, first_line=first,
-                    last_line=last, extent=f"Lines {first} to {last} of a document of {len(lines)} lines.",
-                    document=numbered,
-                )
-                # Bounds for the schema and the output cap: sections under
-                # MIN_SECTION_CHARS are merged away, so a window holds at most this many.
-                bounds = {"first_line": first, "last_line": last,
-                          "max_sections": min(last - first + 1, len(numbered) // MIN_SECTION_CHARS + 1)}
-                parsed, spent = client.chat_json(model, messages, SectionsAnswer, step=STEP,
-                                                 context=bounds, answer_format=prompt.format)
-                usage += spent
-                answer = [vars(s) for s in parsed.sections]
-                cache.put_llm(key, STEP, answer)
-            proposed = [LineSection(a["title"], a["start_line"], a["end_line"]) for a in answer]
-            sections, fixed = repair_sections(proposed, first, last, lines)
-            repairs += fixed
-            if not final and len(sections) > 1:
-                sections = sections[:-1]  # may continue past the window: asked again whole
-            found.extend(sections)
-            first = sections[-1].end + 1 if sections else last + 1
-    finally:
-        client.close()
+    first = 0
+    while first < len(lines):
+        last = lines.last_within(first, WINDOW_CHARS)
+        final = last == len(lines) - 1
+        numbered = lines.numbered(first, last)
+        key = cache_key(step=STEP, model=model, prompt=prompt.version, final=final, text=numbered)
+        answer = cache.get_llm(key)
+        if answer is not None:
+            usage += Usage(cached_calls=1)
+        else:
+            messages = prompt.messages(
+                describe_format=False, first_line=first,
+                last_line=last, extent=f"Lines {first} to {last} of a document of {len(lines)} lines.",
+                document=numbered,
+            )
+            # Bounds for the schema and the output cap: sections under
+            # MIN_SECTION_CHARS are merged away, so a window holds at most this many.
+            bounds = {"first_line": first, "last_line": last,
+                      "max_sections": min(last - first + 1, len(numbered) // MIN_SECTION_CHARS + 1)}
+            parsed, spent = client.chat_json(model, messages, SectionsAnswer, step=STEP,
+                                             context=bounds, answer_format=prompt.format)
+            usage += spent
+            answer = [vars(s) for s in parsed.sections]
+            cache.put_llm(key, STEP, answer)
+        proposed = [LineSection(a["title"], a["start_line"], a["end_line"]) for a in answer]
+        sections, fixed = repair_sections(proposed, first, last, lines)
+        repairs += fixed
+        if not final and len(sections) > 1:
+            sections = sections[:-1]  # may continue past the window: asked again whole
+        found.extend(sections)
+        first = sections[-1].end + 1 if sections else last + 1
     if repairs:
         log.warning("%s: sectioning answer repaired (%s)", source or "document",
                     ", ".join(f"{kind}: {n}" for kind, n in sorted(repairs.items())))

@@ -640,11 +640,11 @@ def run() -> NoReturn:
     # Frozen objects are left to the OS. Not in main(): the tests call it in their own process.
     if {"prefect", "openai"} <= sys.modules.keys():
         # A flow run with an OpenAI-compatible server leaves objects holding openai clients
-        # (the planner's LLM backend) in reference cycles, and
-        # the clients' finalizers need their modules, closed clients' too: frozen, they would run as the interpreter tears the modules
-        # down and print an AttributeError ("'NoneType' object has no attribute 'CLOSED'")
-        # after the report. Collected now: a fraction of a second, at the end of a run that
-        # waited on an LLM server.
+        # (the planner's LLM backend) in reference cycles, and the clients' finalizers need
+        # their modules, closed clients' too: frozen, they would run as the interpreter tears
+        # the modules down and print an AttributeError ("'NoneType' object has no attribute
+        # 'CLOSED'") after the report. Collected now: a fraction of a second, at the end of a
+        # run that waited on an LLM server.
         gc.collect()
     gc.freeze()
     sys.exit(code)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from propdex.errors import StorageError
 from propdex.search import search
 from propdex.search.rankings import LanceReader
 from propdex.store import Index
@@ -108,7 +109,8 @@ def test_an_index_without_tables_ranks_nothing(tmp_path):
 
 
 def test_a_query_vector_of_another_length_is_refused(fresh, reader):
-    with pytest.raises(ValueError, match="dimensional"):
+    with pytest.raises(StorageError, match="^the query vector has shape \\(3,\\) but the "
+                                          "propositions table in .* holds 8-dimensional"):
         reader.rankings().vector_ranking(PROPOSITIONS, axis(0)[:3], limit=5,
                                          columns=["prop_id"], doc_ids=None)
 

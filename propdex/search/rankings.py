@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
+from propdex.errors import StorageError
 from propdex.store import predicates as p
 from propdex.store.datasets import (
     connect,
@@ -199,8 +200,12 @@ class Rankings:
 
         def nearest(opened: Any, state: TableState) -> Any:
             if query_vector.shape != (state.dim,):
-                raise ValueError(f"query vector has shape {query_vector.shape}; {table} "
-                                 f"holds {state.dim}-dimensional vectors")
+                # The index was built with another embedder: as at ingest (store.tables), a
+                # StorageError, which passes _ranked's wrapping (not a table it cannot read).
+                raise StorageError(
+                    f"the query vector has shape {query_vector.shape} but the {table} table "
+                    f"in {self.reader.index_uri} holds {state.dim}-dimensional vectors; "
+                    f"search with the embedder the index was built with")
             query = opened.query().nearest_to(query_vector).column(VECTOR)
             query = query.distance_type("cosine")
             if self.reader.exact:

@@ -5,8 +5,9 @@ process workers alike), which Prefect turns into an exception in the flow's main
 on the CLI is a KeyboardInterrupt there. Either way the process can only end once its task
 threads return, and the runner SIGKILLs it after a grace period (30 s) otherwise. So the flow
 stops the work its threads wait for: extraction workers are killed (their documents end as
-crashed extractions) and no LLM request starts any more (requests in flight end with their
-answer or their timeout). Nothing is committed for a document whose chain was cut short, so
+crashed extractions) and no request to an LLM or embedding server starts any more, nor a
+retry (propdex.llm.client.call_with_retries, and RequestLimiter.slot after its wait; requests
+in flight end with their answer or their timeout). Nothing is committed for a document whose chain was cut short, so
 its last version stays in the index and the next run processes it again.
 """
 
@@ -20,7 +21,7 @@ _stopping = threading.Event()
 
 
 def stop_run_work() -> None:
-    """Make every later LLM request of this process fail at once and kill the extraction
+    """Make every later LLM or embeddings request of this process fail at once and kill the extraction
     workers, busy ones included."""
     from propdex.extract.isolated import stop_workers
 

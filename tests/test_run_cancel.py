@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from propdex.chunking.llm_requests import ChunkingRequests
+from propdex.embed.openai_embed import OpenAIEmbedder
 from propdex.errors import ExtractionError, RunStoppedError
 from propdex.extract.isolated import extract_isolated, stop_workers
 from propdex.llm.openai_backend import OpenAIBackend
@@ -103,6 +105,22 @@ def test_no_llm_request_starts_once_the_run_is_stopped(scripted_server):
     finally:
         allow_run_work()
         backend.close()
+    assert [] == scripted_server.requests
+
+
+@pytest.mark.parametrize("request_of", [
+    lambda settings: OpenAIEmbedder(settings).embed(["Herons nest in tall trees."]),
+    lambda settings: ChunkingRequests(settings).copy(
+        [{"role": "user", "content": "Herons nest in tall trees."}], 26),
+], ids=["embeddings", "llm-chunking"])
+def test_no_other_request_to_the_server_starts_once_the_run_is_stopped(scripted_server,
+                                                                        request_of):
+    stop_run_work()
+    try:
+        with pytest.raises(RunStoppedError):
+            request_of(scripted_settings(scripted_server))
+    finally:
+        allow_run_work()
     assert [] == scripted_server.requests
 
 

@@ -69,7 +69,6 @@ class OpenAIEmbedder(SharedClientUser, Embedder):
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
-
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         batch = [text if text.strip() else EMPTY_STAND_IN for text in texts]
 

@@ -241,7 +241,9 @@ def call_with_retries(
     backoff_max: float,
     timeout: float,
 ) -> T:
-    """``send()`` with the retry policy; openai errors become propdex errors."""
+    """``send()`` with the retry policy; openai errors become propdex errors. No attempt
+    starts once the run is cancelled (propdex.stopping): a retry may wait up to
+    ``backoff_max``."""
 
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
@@ -261,8 +263,13 @@ def call_with_retries(
         before_sleep=log_retry,
         reraise=True,
     )
+
+    def attempt() -> T:
+        check_not_stopped(what)
+        return send()
+
     try:
-        return retrying(send)
+        return retrying(attempt)
     except openai.APIStatusError as error:
         if is_context_overflow(error.status_code, server_message(error)):
             # This request's length, not the configuration: the other requests may fit.
@@ -498,7 +505,6 @@ class LLMClient(SharedClientUser):
 
             def send() -> Any:
                 with self.limiter.slot():
-                    check_not_stopped(f"{step} request")  # nor once the run is cancelled
                     if deadline is not None:  # no attempt starts after it; none outlives it
                         deadline.check(f"{step} request")
                         request["timeout"] = min(self.settings.llm_timeout, deadline.remaining())

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from propdex.stopping import check_not_stopped
+
 
 class TokenBucket:
     """Requests-per-minute pacing: ``rate`` tokens per second, at most ``capacity`` saved up.
@@ -81,6 +83,9 @@ class RequestLimiter:
         if self._bucket is not None:
             self._bucket.acquire()
         with self._slots:
+            # After the wait for a slot, which may outlast the run: a request of a run
+            # cancelled meanwhile is not sent (propdex.stopping).
+            check_not_stopped("LLM request")
             with self._count_lock:
                 self._in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self._in_flight)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -34,6 +35,9 @@ class S3Proxy:
         self.upstream = urlsplit(upstream)
         self.requests: Counter[tuple[str, str]] = Counter()
         self.faults: list[Fault] = []
+        # Called with the unquoted path of each GET of an object before it is forwarded
+        # (e.g. to overwrite the object while it is being read).
+        self.before_get: Callable[[str], None] | None = None
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -99,6 +103,8 @@ class S3Proxy:
                     if self.command != "HEAD":
                         self.wfile.write(payload)
                     return
+                if self.command == "GET" and proxy.before_get is not None:
+                    proxy.before_get(unquote(self.path))
                 upstream = http.client.HTTPConnection(proxy.upstream.hostname,
                                                       proxy.upstream.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}

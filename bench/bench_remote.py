@@ -16,7 +16,9 @@ CPU it used (user + system: on a loaded host the wall time is mostly waiting for
 Reported: the first
 run's time, each re-run's time next to a bare Python start-up, the objects indexed, and the
 GETs of objects each run made (counted by the proxy of tests/s3_proxy.py in front of moto;
-a re-run must make none: ETag and size match the ledger).
+a re-run must make none: ETag and size match the ledger). Then --changed objects get new
+bytes (one run), then the same bytes again as a multipart upload, i.e. a new ETag (two runs:
+the first downloads them, the second must not), and the files left in the cache are counted.
 
 With --large-mb, one object of that many random bytes (named .pdf) is read by
 ``propdex.remote.fetch`` in a new process: its resident memory before the read and at most
@@ -134,6 +136,8 @@ def main() -> None:
     parser.add_argument("--reruns", type=int, default=3)
     parser.add_argument("--real-first", action="store_true",
                         help="index the objects with a real first ingest")
+    parser.add_argument("--changed", type=int, default=10,
+                        help="objects then changed, and then re-uploaded with the same bytes")
     parser.add_argument("--large-mb", type=int, default=0,
                         help="measure reading one object of this many MB instead")
     parser.add_argument("--compare-with", help="another checkout to measure --large-mb in")
@@ -210,6 +214,27 @@ def main() -> None:
               f"{len(summary['documents'])} processed, "
               f"{proxy.count('GET', f'/{bucket}/notes/')} GETs of objects, "
               f"{proxy.count('GET', 'list-type')} listing pages")
+    keys = [f"notes/note-{i:05d}.txt" for i in range(min(args.changed, args.objects))]
+    for key in keys:
+        client.put_object(Bucket=bucket, Key=key, Body=bodies[f"s3://{bucket}/{key}"] + b" More.")
+    seconds, summary = run()
+    print(f"{len(keys)} objects changed: {seconds:.2f} s wall, {len(summary['documents'])} "
+          f"processed, {proxy.count('GET', f'/{bucket}/notes/')} GETs of objects")
+    for key in keys:  # the same bytes again, as a multipart upload: a new ETag
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1,
+                                  Body=body)
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload,
+                                         MultipartUpload={"Parts": [{"PartNumber": 1,
+                                                                     "ETag": part["ETag"]}]})
+    for n in range(2):
+        seconds, summary = run()
+        print(f"{len(keys)} objects re-uploaded with the same bytes, run {n + 1}: "
+              f"{seconds:.2f} s wall, {len(summary['documents'])} processed, "
+              f"{proxy.count('GET', f'/{bucket}/notes/')} GETs of objects")
+    copies = sum(1 for path in (cache / "objects").rglob("*") if path.is_file())
+    print(f"files left under the cache's objects folder: {copies}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     proxy.stop()
     server.stop()

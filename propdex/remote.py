@@ -105,7 +105,12 @@ def _filesystem(url: str, settings: Settings) -> Any:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, PermissionError):
-        return f"access denied: {exc}"
+        return (f"access denied (wrong credentials, or no permission to list the bucket or "
+                f"read the object): {exc}")
+    if type(exc).__name__ == "NoCredentialsError":  # botocore found no key, profile or role
+        return ("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                "PROPDEX_STORAGE_ACCESS_KEY_ID and PROPDEX_STORAGE_SECRET_ACCESS_KEY), a "
+                "profile, or an instance role")
     if isinstance(exc, FileNotFoundError):
         return f"no such bucket or object: {exc}"
     if type(exc).__name__ == "FileExpired":  # s3fs: the ETag a ranged GET was bound to is gone

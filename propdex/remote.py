@@ -34,8 +34,8 @@ SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "ad
 # exponential backoff (waits of at most 1, 2 and 4 s), so a store's bad minute passes while
 # one that stays down fails the listing or object in seconds.
 STORE_ATTEMPTS = 4
-# Bytes of an object held in memory while it is copied: one ranged GET each, so a large
-# object streams to disk (s3fs's own get_file fetches 50 MiB parts ten at a time).
+# Bytes of an object held in memory while it is copied, one ranged GET each: a large object
+# streams to disk with one block in memory at a time.
 COPY_BLOCK = 8 * 2**20
 
 
@@ -118,6 +118,12 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _etag(info: dict) -> str:
+    """The version tag a store's listing or HEAD gives (s3fs, adlfs: ETag; gcsfs: etag or
+    md5Hash), without quotes; "" when it gives none."""
+    return str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "").strip('"')
+
+
 def list_objects(url: str, settings: Settings) -> list[RemoteObject]:
     """The supported objects at ``url`` (a prefix or one object), sorted by URL."""
     fs = _filesystem(url, settings)
@@ -132,8 +138,7 @@ def list_objects(url: str, settings: Settings) -> list[RemoteObject]:
         # even when its name ends in a document's suffix.
         if info.get("type", "file") != "file" or path.endswith("/") or not is_supported(path):
             continue
-        etag = info.get("ETag") or info.get("etag") or info.get("md5Hash") or ""
-        objects.append(RemoteObject(f"{scheme}://{path.lstrip('/')}", str(etag).strip('"'),
+        objects.append(RemoteObject(f"{scheme}://{path.lstrip('/')}", _etag(info),
                                     int(info.get("size") or 0)))
     return sorted(objects, key=lambda o: o.url)
 
@@ -177,7 +182,7 @@ def fetch(obj: RemoteObject, settings: Settings) -> ObjectCopy:
     try:
         with fs.open(obj.url, "rb", block_size=COPY_BLOCK, cache_type="none") as source, \
                 open(partial, "wb") as out:
-            etag, size = str(source.details.get("ETag") or "").strip('"'), int(source.size)
+            etag, size = _etag(source.details) or obj.etag, int(source.size)
             while block := source.read(COPY_BLOCK):
                 digest.update(block)
                 out.write(block)

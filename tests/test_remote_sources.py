@@ -248,6 +248,19 @@ def test_a_listing_answered_500_for_a_while_is_retried(store):
     assert [f"s3://{store['bucket']}/flaky/kites.txt"] == [o.url for o in listed]
 
 
+def test_a_listing_refused_for_its_credentials_says_so(store):
+    from propdex.remote import ObjectStoreError, list_objects
+    from propdex.settings import Settings
+
+    store["proxy"].fail("GET", "list-type=2&prefix=secret", 403)
+    try:
+        with pytest.raises(ObjectStoreError) as refused:
+            list_objects(f"s3://{store['bucket']}/secret/", Settings(db=str(store["db"])))
+    finally:
+        store["proxy"].heal()
+    assert "cannot list: access denied (wrong credentials" == refused.value.reason[:45]
+
+
 def test_an_object_that_stays_unavailable_fails_alone_naming_its_url(store):
     put(store, "down/kites.txt", KITES)
     put(store, "down/owls.txt", OWLS)

@@ -33,12 +33,14 @@ from tasks.documents import Embeddings, embed, extract, propose, split, write_co
 from tasks.index import (
     commit_document,
     deployment_allowed_roots,
+    discard_object_copies,
     optimize,
     plan_run,
     prune,
     publish_report,
     record_failures,
     record_found_at,
+    record_object_versions,
     relabel,
     sweep,
 )
@@ -153,6 +155,8 @@ def ingest(
         chains.append((item, [doc, context, chunks, props, vectors, done]))
     _wait_for_documents([futures for _, futures in chains])
     forget_run(run_id)
+    if plan.copies:
+        discard_object_copies(plan.copies)
     progress.phase("finishing")
 
     summary = RunSummary(run_id=run_id, db=settings.db_uri, llm=settings.llm_backend,
@@ -187,6 +191,8 @@ def ingest(
     if plan.found_at:
         # After the commits and failures: a new document's row exists only from then on.
         record_found_at(plan.found_at, settings)
+    if plan.object_versions:
+        record_object_versions(plan.object_versions, settings)
     if summary.wrote:
         optimize(settings)
     summary.seconds = time.perf_counter() - started

@@ -135,6 +135,11 @@ class WatchUnavailableError(PropdexError):
     """`propdex watch` needs the optional `watchfiles` dependency (the `watch` extra)."""
 
 
+class RemoteWatchError(PropdexError):
+    """`propdex watch` was given an object-store prefix: a store sends no file system events
+    to watch (its notifications need the store's own setup), so it is refused."""
+
+
 class NoPrefectServerError(PropdexError):
     """No PREFECT_API_URL is configured, so events would reach no server."""
 

@@ -13,13 +13,14 @@ Settings' storage options when given, else from the store's standard environment
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from propdex.errors import PathNotAllowedError, PropdexError
-from propdex.ids import sha256_file
 from propdex.security import check_uri_allowed
 from propdex.settings import Settings
 from propdex.sources import Discovery, is_supported
@@ -28,11 +29,30 @@ from propdex.sources import Discovery, is_supported
 SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs",
            "abfs": "adlfs", "abfss": "adlfs"}
 
+# Requests of one listing page or download block, the first included: botocore's "standard"
+# retry mode repeats 500, 503, SlowDown, throttling and connection faults with jittered
+# exponential backoff (waits of at most 1, 2 and 4 s), so a store's bad minute passes while
+# one that stays down fails the listing or object in seconds.
+STORE_ATTEMPTS = 4
+# Bytes of an object held in memory while it is copied, one ranged GET each: a large object
+# streams to disk with one block in memory at a time.
+COPY_BLOCK = 8 * 2**20
+
 
 @dataclass(frozen=True)
 class RemoteObject:
     url: str  # scheme://bucket/key
     etag: str  # as the store gives it ("" when it gives none)
+    size: int
+
+
+@dataclass(frozen=True)
+class ObjectCopy:
+    """The local copy of an object and the version it holds (which may be newer than the
+    listing's, when the object was overwritten in between)."""
+    path: str
+    sha256: str
+    etag: str
     size: int
 
 
@@ -78,16 +98,30 @@ def _filesystem(url: str, settings: Settings) -> Any:
         # A store that does not answer fails the listing in seconds rather than after
         # botocore's default retries.
         options["config_kwargs"] = {"connect_timeout": 5, "read_timeout": 30,
-                                    "retries": {"max_attempts": 2}}
+                                    "retries": {"mode": "standard",
+                                                "total_max_attempts": STORE_ATTEMPTS}}
     return fsspec.filesystem(scheme, **options)
 
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, PermissionError):
-        return f"access denied: {exc}"
+        return (f"access denied (wrong credentials, or no permission to list the bucket or "
+                f"read the object): {exc}")
+    if type(exc).__name__ == "NoCredentialsError":  # botocore found no key, profile or role
+        return ("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+                "PROPDEX_STORAGE_ACCESS_KEY_ID and PROPDEX_STORAGE_SECRET_ACCESS_KEY), a "
+                "profile, or an instance role")
     if isinstance(exc, FileNotFoundError):
         return f"no such bucket or object: {exc}"
+    if type(exc).__name__ == "FileExpired":  # s3fs: the ETag a ranged GET was bound to is gone
+        return "the object changed while it was read; the next run reads its new version"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _etag(info: dict) -> str:
+    """The version tag a store's listing or HEAD gives (s3fs, adlfs: ETag; gcsfs: etag or
+    md5Hash), without quotes; "" when it gives none."""
+    return str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or "").strip('"')
 
 
 def list_objects(url: str, settings: Settings) -> list[RemoteObject]:
@@ -100,29 +134,72 @@ def list_objects(url: str, settings: Settings) -> list[RemoteObject]:
         raise ObjectStoreError(url, f"cannot list: {_reason(exc)}") from None
     objects = []
     for path, info in found.items():
-        if info.get("type", "file") != "file" or not is_supported(path):
+        # A key ending in "/" is a folder marker (consoles create them), not a document,
+        # even when its name ends in a document's suffix.
+        if info.get("type", "file") != "file" or path.endswith("/") or not is_supported(path):
             continue
-        etag = info.get("ETag") or info.get("etag") or info.get("md5Hash") or ""
-        objects.append(RemoteObject(f"{scheme}://{path.lstrip('/')}", str(etag).strip('"'),
+        objects.append(RemoteObject(f"{scheme}://{path.lstrip('/')}", _etag(info),
                                     int(info.get("size") or 0)))
     return sorted(objects, key=lambda o: o.url)
 
 
-def fetch(obj: RemoteObject, settings: Settings) -> tuple[str, str]:
-    """A local copy of ``obj`` (under the cache folder, one per object) and the SHA-256 of
-    its bytes."""
-    folder = settings.cache_path / "objects" / hashlib.sha256(obj.url.encode()).hexdigest()[:24]
+def _copy_folder(url: str, settings: Settings) -> Path:
+    """The cache folder of one object's copy (its name hashed: keys may hold any character)."""
+    return settings.cache_path / "objects" / hashlib.sha256(url.encode()).hexdigest()[:24]
+
+
+def _kept_copy(target: Path, version: Path, obj: RemoteObject) -> ObjectCopy | None:
+    """The copy an earlier fetch left of this very version of ``obj`` (the planning of the
+    CLI and then of the flow both fetch what changed): reused rather than downloaded again."""
+    try:
+        kept = json.loads(version.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (obj.etag and kept.get("etag") == obj.etag and kept.get("size") == obj.size
+            and target.is_file() and target.stat().st_size == obj.size):
+        return None
+    return ObjectCopy(str(target), kept["sha256"], obj.etag, obj.size)
+
+
+def fetch(obj: RemoteObject, settings: Settings) -> ObjectCopy:
+    """A local copy of ``obj`` under the cache folder (one per object, until
+    ``discard_copies``) with the SHA-256 of its bytes and the ETag and size it was read at.
+
+    The object streams to disk in ``COPY_BLOCK`` ranged GETs, each conditional on the ETag
+    its first request (a HEAD) found: an object overwritten while it is read fails with its
+    reason instead of leaving a copy that mixes two versions."""
+    folder = _copy_folder(obj.url, settings)
+    target = folder / (Path(obj.url.rsplit("/", 1)[-1]).name or "object")
+    version = folder / "version.json"
+    kept = _kept_copy(target, version, obj)
+    if kept is not None:
+        return kept
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / Path(obj.url.rsplit("/", 1)[-1]).name
+    version.unlink(missing_ok=True)
     partial = target.with_name(target.name + ".part")
     fs = _filesystem(obj.url, settings)
+    digest = hashlib.sha256()
     try:
-        fs.get_file(obj.url, str(partial))  # one GET, streamed to the file
+        with fs.open(obj.url, "rb", block_size=COPY_BLOCK, cache_type="none") as source, \
+                open(partial, "wb") as out:
+            etag, size = _etag(source.details) or obj.etag, int(source.size)
+            while block := source.read(COPY_BLOCK):
+                digest.update(block)
+                out.write(block)
     except Exception as exc:  # noqa: BLE001 -- botocore, aiohttp and OSError faults alike
         partial.unlink(missing_ok=True)
         raise ObjectStoreError(obj.url, f"cannot read: {_reason(exc)}") from None
     os.replace(partial, target)
-    return str(target), sha256_file(str(target))
+    copy = ObjectCopy(str(target), digest.hexdigest(), etag, size)
+    version.write_text(json.dumps({"etag": etag, "size": size, "sha256": copy.sha256}))
+    return copy
+
+
+def discard_copies(copies: list[str]) -> None:
+    """Remove the local copies a plan fetched, once the run is done with them: the cache
+    folder holds the objects in flight, never a mirror of the bucket."""
+    for path in copies:
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
 
 
 def discover_remote(arguments: list[str], settings: Settings, discovery: Discovery,

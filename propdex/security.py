@@ -71,10 +71,17 @@ def check_pattern(pattern: str, roots: list[str]) -> str:
 
 def roots_of_sources(sources: list[str], base: str | os.PathLike[str]) -> list[str]:
     """The folders a list of ingest sources covers, relative paths taken from ``base``: a
-    folder itself, a file's parent folder, a glob's fixed leading folders. A deployment's
+    folder itself, a file's parent folder, a glob's fixed leading folders, an object-store
+    URI itself. A deployment's
     default ``sources`` become the allowed roots of its runs when none are configured."""
     roots: list[str] = []
     for source in sources:
+        if "://" in source:
+            # An object-store prefix (or object) is its own root, compared by URI segments.
+            root = source.rstrip("/")
+            if root not in roots:
+                roots.append(root)
+            continue
         path = os.path.join(os.fspath(base), os.path.expanduser(source))
         if glob.has_magic(path):
             fixed = []

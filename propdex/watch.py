@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from propdex.errors import NoPrefectServerError, WatchUnavailableError
+from propdex.errors import NoPrefectServerError, RemoteWatchError, WatchUnavailableError
 from propdex.ids import normalise_source
 from propdex.security import is_within
 from propdex.sources import Walk, is_supported, walk
@@ -162,6 +162,17 @@ def _import_watchfiles():
     return watchfiles
 
 
+def refuse_remote(folder: str | Path) -> None:
+    """An object-store prefix cannot be watched: say what to do instead."""
+    from propdex.remote import is_remote
+
+    if is_remote(os.fspath(folder)):
+        raise RemoteWatchError(
+            f"{folder}: an object store cannot be watched (it sends no file system events); "
+            f"run `propdex ingest {folder}` on a schedule instead: an unchanged re-run "
+            "lists the prefix and downloads nothing")
+
+
 def watch(
     folder: str | Path,
     *,
@@ -177,6 +188,7 @@ def watch(
     ``on_ready`` is called once the file system watch is in place; ``on_change`` after each
     event is handed to Prefect.
     """
+    refuse_remote(folder)
     watchfiles = _import_watchfiles()
     root = normalise_source(folder)
     if not Path(root).is_dir():
@@ -221,6 +233,7 @@ def watch(
 
 def run_watch(folder: str, *, db: str | None = None, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> int:
     """`propdex watch DIR`: prints one line per event; returns the exit code."""
+    refuse_remote(folder)
     url = require_prefect_server()
 
     def announce() -> None:

@@ -23,6 +23,7 @@ from propdex.pipeline.rows import (
     proposition_rows,
 )
 from propdex.pipeline.timing import pop_stage_seconds
+from propdex.remote import discard_copies
 from propdex.runtime import backend_for
 from propdex.security import check_db_allowed, roots_of_sources
 from propdex.settings import Settings
@@ -155,6 +156,20 @@ def record_found_at(found_at: dict[str, list[str]], settings: Settings) -> None:
     """Record where the run found each document it keeps (doc_id -> paths), so that a later
     run prunes a document found through a link once no argument yields it any more."""
     open_index(settings, create=False).update_found_at(found_at)
+
+
+@task(name="record-object-versions", retries=2, retry_condition_fn=retry_transient)
+def record_object_versions(versions: dict[str, tuple[str, int]], settings: Settings) -> None:
+    """Give unchanged objects that were re-uploaded (a new ETag, the same bytes) their new
+    ETag and size, so that the next run does not download them again."""
+    open_index(settings, create=False).update_object_versions(versions)
+
+
+@task(name="discard-object-copies")
+def discard_object_copies(copies: list[str]) -> None:
+    """Remove the local copies of objects the run read (the cache folder holds only those
+    in flight)."""
+    discard_copies(copies)
 
 
 @task(name="update-metadata", retries=2, retry_condition_fn=retry_transient)

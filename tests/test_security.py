@@ -273,6 +273,14 @@ def test_deployment_default_sources_give_their_folders_as_roots(tmp_path, source
     assert [str((tmp_path / name).resolve()) for name in expected] == actual
 
 
+def test_deployment_default_object_store_prefixes_are_their_own_roots(tmp_path):
+    from propdex.security import check_uri_allowed, roots_of_sources
+
+    roots = roots_of_sources(["s3://team/reports/"], tmp_path)
+
+    assert "s3://team/reports/q3.pdf" == check_uri_allowed("s3://team/reports/q3.pdf", roots)
+
+
 def test_a_source_outside_the_default_folders_is_refused(tmp_path):
     from propdex.security import roots_of_sources
 

@@ -56,6 +56,12 @@ class Plan:
     # doc_id -> found_at, where this run changes it (documents found through a link, and
     # those kept while a place they were found at is gone).
     found_at: dict[str, list[str]] = field(default_factory=dict)
+    # Object-store sources: doc_id -> (ETag, size) of unchanged objects whose ETag or size
+    # differs from the ledger's (re-uploaded with the same bytes): recorded, so that the next
+    # run does not download them again.
+    object_versions: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The local copies of objects this plan fetched, removed once the run is done with them.
+    copies: list[str] = field(default_factory=list)
 
     def fingerprint_for(self, source: str) -> str:
         """The fingerprint ``source`` is compared with and stored under."""
@@ -68,7 +74,8 @@ class Plan:
         """Nothing to process, record or remove: a run would write nothing. Arguments that
         matched nothing are only reported, so they do not count."""
         return not (self.to_process or self.removed or self.unreadable or self.refused
-                    or self.relabel or self.invalid_metadata or self.found_at)
+                    or self.relabel or self.invalid_metadata or self.found_at
+                    or self.object_versions)
 
 
 def open_ledger(settings: Settings) -> Index:
@@ -154,7 +161,8 @@ def _decide(plan: Plan, item: WorkItem, row: dict | None, force: bool) -> None:
 def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],
                   settings: Settings, *, force: bool, metadata: Metadata | None) -> None:
     """Plan the objects: one whose ETag and size equal the ledger's is compared without
-    downloading it; any other is downloaded and compared by its content hash."""
+    downloading it; any other is downloaded and compared by its content hash, and keeps the
+    ETag and size it was read at (newer than the listing's if it was overwritten since)."""
     by_id = {row["doc_id"]: row for row in ledger}
     wanted = metadata or {}
     for obj in objects:
@@ -170,11 +178,19 @@ def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],
                 continue
             # To be processed all the same (settings changed, a retry): it is read now.
         try:
-            local, digest = fetch(obj, settings)
+            copy = fetch(obj, settings)
         except ObjectStoreError as failed:
             plan.unreadable.append((obj.url, failed.reason))
             continue
-        _decide(plan, replace(item, content_sha256=digest, local_path=local), row, force)
+        plan.copies.append(copy.path)
+        fetched = replace(item, content_sha256=copy.sha256, local_path=copy.path,
+                          etag=copy.etag, size=copy.size)
+        kept = _reason(fetched, row, plan.fingerprint_for(obj.url), force) in (
+            "unchanged", "metadata changed")
+        if row is not None and kept and (
+                (row.get("object_etag"), row.get("object_size")) != (copy.etag, copy.size)):
+            plan.object_versions[doc_id] = (copy.etag, copy.size)
+        _decide(plan, fetched, row, force)
 
 
 def _covers(discovery: Discovery, path: str) -> bool:

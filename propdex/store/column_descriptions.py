@@ -73,7 +73,8 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "metadata": "The document's metadata as a JSON object (key -> value or list of values): "
                     "`--meta`, front matter and `<file>.meta.json`.",
         "meta": _META,
-        "object_etag": "Object-store sources: the object's ETag when last indexed.",
+        "object_etag": "Object-store sources: the ETag of the object's version indexed "
+                       "(updated when the same bytes are uploaded again under a new ETag).",
         "object_size": "Object-store sources: the object's size in bytes when last indexed.",
         "pdf_reader": "PDFs (and EPUB, XPS, MOBI, FB2): `layout` (PyMuPDF's layout engine) or "
                       "`fast` (plain text lines); null for text and Markdown.",

@@ -174,6 +174,19 @@ class Replacements(Maintenance):
                 "record where documents were found")
         self._compact_documents_when_fragmented()
 
+    def update_object_versions(self, versions: dict[str, tuple[str, int]]) -> None:
+        """Set the ``object_etag`` and ``object_size`` of documents rows (doc_id -> (ETag,
+        size)) in one write: objects re-uploaded with the same bytes, so that the next run
+        compares them without downloading them again. A doc_id with no row is skipped."""
+        if not versions or self.table(DOCUMENTS) is None:
+            return
+        with self._hold(list(versions)):
+            self._update_documents_rows(
+                [{"doc_id": doc_id, "object_etag": etag, "object_size": size}
+                 for doc_id, (etag, size) in versions.items()],
+                "record the versions of re-uploaded objects")
+        self._compact_documents_when_fragmented()
+
     def _update_documents_rows(self, rows: list[dict], action: str) -> None:
         """Set the columns the ``rows`` give (doc_id plus any others, the same in each) on
         the documents rows of those doc_ids; every other column keeps its value, and a

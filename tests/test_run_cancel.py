@@ -5,6 +5,7 @@ the LLM and embedding servers are cut, and no new one starts."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -202,3 +203,30 @@ def test_an_idle_connection_the_stop_cut_is_replaced_at_the_next_request(scripte
     embed(settings)
 
     assert (2, 2) == (scripted_server.calls(path=EMBEDDINGS_PATH), scripted_server.connections_opened)
+
+
+def test_a_read_of_the_servers_context_window_in_flight_is_cut_when_the_run_stops():
+    from propdex.llm.context_window import read_context_windows
+
+    outcome: list[BaseException] = []
+
+    def read(url: str) -> None:
+        try:
+            read_context_windows(url, "no-key", HELD_TIMEOUT)
+        except RunStoppedError as exc:
+            outcome.append(exc)
+
+    # A listening socket that never accepts: the connection opens, the request waits.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        thread = threading.Thread(target=read, args=(f"http://127.0.0.1:{silent.getsockname()[1]}/v1",))
+        thread.start()
+        time.sleep(0.5)
+        stop_run_work()
+        try:
+            started = time.monotonic()
+            thread.join(HELD_TIMEOUT)
+            seconds = time.monotonic() - started
+        finally:
+            allow_run_work()
+
+    assert (1, True) == (len(outcome), seconds < CUT_SECONDS)

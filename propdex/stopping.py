@@ -25,11 +25,12 @@ _stopping = threading.Event()
 def stop_run_work() -> None:
     """Make every LLM or embeddings request of this process fail at once, those in flight and
     later ones, and kill the extraction workers, busy ones included."""
-    from propdex.extract.isolated import stop_workers
     from propdex.llm.live_sockets import cut_connections
 
     _stopping.set()  # first: a connection opened from now on is cut as it opens
     cut_connections()
+    from propdex.extract.isolated import stop_workers  # after the cut: it may be a first import
+
     stop_workers()
 
 

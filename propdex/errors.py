@@ -65,7 +65,7 @@ class DocumentTimeoutError(DocumentError, TimeoutError):
 
 
 class RunStoppedError(PropdexError):
-    """Work of a run that is being cancelled or interrupted was not started."""
+    """Work of a run that is being cancelled or interrupted was not started, or was cut off."""
 
 
 class SourceNotFoundError(PropdexError):

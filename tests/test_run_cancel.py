@@ -1,9 +1,11 @@
 """A run cancelled from the Prefect UI (SIGTERM from its runner, SIGKILL after the grace period)
-stops its work in flight: extraction workers end, busy or orphaned, and no LLM request starts."""
+stops its work in flight: extraction workers end, busy or orphaned, the requests in flight to
+the LLM and embedding servers are cut, and no new one starts."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -22,10 +24,14 @@ from propdex.settings import Settings
 from propdex.stopping import allow_run_work, stop_run_work
 from tests.pdf_factory import make_pdf
 from tests.scripted_fixtures import scripted_settings
+from tests.scripted_server import EMBEDDINGS_PATH, delayed
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = "Herons nest in tall trees near water. They eat fish, frogs and insects. " * 40
 PROMPT_END_SECONDS = 5  # a stopped worker ends within this; its document takes 10 s or more
+HOLD_MS = 60_000  # how long the server holds a request that the stop cuts
+HELD_TIMEOUT = 2 * HOLD_MS / 1000  # the LLM timeout: it does not end the held request either
+CUT_SECONDS = 2  # a request in flight fails within this once the run stops
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +114,14 @@ def test_no_llm_request_starts_once_the_run_is_stopped(scripted_server):
     assert [] == scripted_server.requests
 
 
-@pytest.mark.parametrize("request_of", [
-    lambda settings: OpenAIEmbedder(settings).embed(["Herons nest in tall trees."]),
-    lambda settings: ChunkingRequests(settings).copy(
+REQUESTS = {
+    "embeddings": lambda settings: OpenAIEmbedder(settings).embed(["Herons nest in tall trees."]),
+    "llm-chunking": lambda settings: ChunkingRequests(settings).copy(
         [{"role": "user", "content": "Herons nest in tall trees."}], 26),
-], ids=["embeddings", "llm-chunking"])
+}
+
+
+@pytest.mark.parametrize("request_of", REQUESTS.values(), ids=REQUESTS.keys())
 def test_no_other_request_to_the_server_starts_once_the_run_is_stopped(scripted_server,
                                                                         request_of):
     stop_run_work()
@@ -133,3 +142,91 @@ def test_a_new_run_sends_llm_requests_again(scripted_server):
     finally:
         backend.close()
     assert 1 == scripted_server.calls("title")
+
+
+def _stopped_mid_request(server, request_of) -> tuple[BaseException | None, float]:
+    """Stop the run from this thread while ``request_of`` (run in another) is held by the
+    server: what it raised, and how long after the stop."""
+    outcome: list[BaseException | None] = []
+
+    def send() -> None:
+        try:
+            request_of(scripted_settings(server, llm_timeout=HELD_TIMEOUT))
+            outcome.append(None)
+        except Exception as exc:
+            outcome.append(exc)
+
+    server.script(delayed(HOLD_MS))
+    thread = threading.Thread(target=send)
+    thread.start()
+    while not server.requests and thread.is_alive():
+        time.sleep(0.01)
+    time.sleep(0.2)  # the request waits for its answer
+    stop_run_work()
+    try:
+        started = time.monotonic()
+        thread.join(HELD_TIMEOUT)
+        return outcome[0], time.monotonic() - started
+    finally:
+        allow_run_work()
+
+
+IN_FLIGHT = {
+    "chat": lambda settings: OpenAIBackend(settings).title(
+        "The Eiffel Tower is in Paris.", truncated=False, hint=None),
+    **REQUESTS,
+}
+
+
+@pytest.mark.parametrize("request_of", IN_FLIGHT.values(), ids=IN_FLIGHT.keys())
+def test_a_request_in_flight_is_cut_when_the_run_stops_and_not_retried(scripted_server, request_of):
+    error, seconds = _stopped_mid_request(scripted_server, request_of)
+
+    assert (RunStoppedError, True, 1) == (type(error), seconds < CUT_SECONDS, len(scripted_server.requests))
+
+
+def test_a_cut_request_leaves_no_connection_to_the_server(scripted_server):
+    import psutil
+
+    _stopped_mid_request(scripted_server, REQUESTS["embeddings"])
+    port = int(scripted_server.url.rsplit(":", 1)[1])
+
+    assert [] == [c for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr.port == port]
+
+
+def test_an_idle_connection_the_stop_cut_is_replaced_at_the_next_request(scripted_server):
+    embed, settings = REQUESTS["embeddings"], scripted_settings(scripted_server)
+    embed(settings)  # its connection stays in the client's pool
+    stop_run_work()
+    allow_run_work()
+
+    embed(settings)
+
+    assert (2, 2) == (scripted_server.calls(path=EMBEDDINGS_PATH), scripted_server.connections_opened)
+
+
+def test_a_read_of_the_servers_context_window_in_flight_is_cut_when_the_run_stops():
+    from propdex.llm.context_window import read_context_windows
+
+    outcome: list[BaseException] = []
+
+    def read(url: str) -> None:
+        try:
+            read_context_windows(url, "no-key", HELD_TIMEOUT)
+        except RunStoppedError as exc:
+            outcome.append(exc)
+
+    # A listening socket that never accepts: the connection opens, the request waits.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        thread = threading.Thread(target=read, args=(f"http://127.0.0.1:{silent.getsockname()[1]}/v1",))
+        thread.start()
+        time.sleep(0.5)
+        stop_run_work()
+        try:
+            started = time.monotonic()
+            thread.join(HELD_TIMEOUT)
+            seconds = time.monotonic() - started
+        finally:
+            allow_run_work()
+
+    assert (1, True) == (len(outcome), seconds < CUT_SECONDS)

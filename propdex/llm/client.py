@@ -65,7 +65,7 @@ from propdex.llm.structured import (
 )
 from propdex.models import Usage
 from propdex.settings import Settings
-from propdex.stopping import check_not_stopped
+from propdex.stopping import check_not_stopped, cut_off_error, run_is_stopping
 
 log = logging.getLogger("propdex.llm")
 
@@ -242,8 +242,8 @@ def call_with_retries(
     timeout: float,
 ) -> T:
     """``send()`` with the retry policy; openai errors become propdex errors. No attempt
-    starts once the run is cancelled (propdex.stopping): a retry may wait up to
-    ``backoff_max``."""
+    starts once the run is cancelled (propdex.stopping), and an attempt that fails meanwhile,
+    as the requests the stop cuts do, is RunStoppedError: not retried."""
 
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
@@ -266,7 +266,12 @@ def call_with_retries(
 
     def attempt() -> T:
         check_not_stopped(what)
-        return send()
+        try:
+            return send()
+        except Exception:
+            if run_is_stopping():
+                raise cut_off_error(what) from None
+            raise
 
     try:
         return retrying(attempt)

@@ -35,7 +35,9 @@ from typing import Any, TypeVar
 import httpx
 
 from propdex.errors import LLMContextLengthRefusedError, LLMContextWindowError
+from propdex.llm.live_sockets import trace_connections
 from propdex.llm.output_caps import CHARS_PER_TOKEN_FLOOR
+from propdex.stopping import cut_off_error, run_is_stopping
 
 log = logging.getLogger("propdex.llm")
 
@@ -166,11 +168,17 @@ def _positive(value: Any) -> int | None:
 
 
 def _get_json(url: str, api_key: str, timeout: float) -> Any:
+    """The JSON at ``url``, None when it cannot be read. A read the run's stop cuts
+    (propdex.llm.live_sockets) raises RunStoppedError: it says nothing of the server, so
+    nothing is kept of it."""
     try:
-        response = httpx.get(url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout)
+        with httpx.Client(event_hooks={"request": [trace_connections]}, timeout=timeout) as client:
+            response = client.get(url, headers={"Authorization": f"Bearer {api_key}"})
         response.raise_for_status()
         return response.json()
     except (httpx.HTTPError, ValueError) as error:
+        if run_is_stopping():
+            raise cut_off_error(f"reading {url}") from None
         log.debug("no context window from %s: %s", url, type(error).__name__)
         return None
 

@@ -19,6 +19,7 @@ import threading
 
 import openai
 
+from propdex.llm.live_sockets import trace_connections
 from propdex.settings import Settings
 
 _lock = threading.Lock()
@@ -35,7 +36,10 @@ def shared_openai_client(base_url: str, api_key: str, timeout: float) -> openai.
             if not _clients:
                 atexit.register(close_openai_clients)  # unregistered by close_openai_clients
             # Retries are propdex's own (propdex.llm.client), so the client's are off.
-            client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+            # Its connections are noted, so that a stopped run cuts their requests in flight.
+            http_client = openai.DefaultHttpxClient(event_hooks={"request": [trace_connections]})
+            client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout,
+                                   http_client=http_client)
             _clients[key] = client
         return client
 

@@ -129,9 +129,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     dask = bool(args.dask or settings.dask_address)
     plan = None
     # No database folder yet (a first run) or --force: a flow run is certain, so Prefect's
-    # API starts before planning rather than after it.
+    # API starts before planning rather than after it. Unless no path names anything (a
+    # mistyped folder): planning says so at once, without starting Prefect.
     new_db = "://" not in settings.db_uri and not os.path.exists(settings.db_uri)
-    certain = args.force or new_db
+    certain = (args.force or new_db) and _names_anything(args.paths)
     api = _early_api(dask) if certain else None
     if not certain:
         plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune,
@@ -167,6 +168,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"propdex: ingest failed: {summary}", file=sys.stderr)
         return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
     return _report_ingest(summary, args)
+
+
+def _names_anything(paths: list[str]) -> bool:
+    """Whether any path may yield a source: an object-store prefix, a path that exists, or a
+    glob that matches something."""
+    import glob
+
+    from propdex.remote import is_remote
+
+    def named(path: str) -> bool:
+        expanded = os.path.expanduser(path)
+        return is_remote(path) or os.path.lexists(expanded) or bool(glob.glob(expanded, recursive=True))
+
+    return any(map(named, paths))
 
 
 def _pdfs_to_read(paths: list[str], plan, allowed_roots: list[str]) -> list[str] | None:

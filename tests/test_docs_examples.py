@@ -159,6 +159,24 @@ def test_every_propdex_command_in_the_docs_parses(where, argv, fragment):
     assert (str(where), None) == (str(where), parse_failure(argv, fragment=fragment))
 
 
+def test_the_examples_of_propdex_help_parse():
+    from propdex.cli.main import EXAMPLES_AND_EXIT_CODES
+
+    examples = EXAMPLES_AND_EXIT_CODES.split("examples:\n", 1)[1].split("\n\n", 1)[0]
+    commands = [shlex.split(line.split("  ")[1].strip())[1:]
+                for line in examples.splitlines()]
+    assert [None] * 4 == [parse_failure(argv, fragment=False) for argv in commands]
+
+
+def test_the_exit_codes_of_propdex_help_are_those_of_the_troubleshooting_page():
+    from propdex.cli.main import EXAMPLES_AND_EXIT_CODES
+
+    listed = EXAMPLES_AND_EXIT_CODES.split("exit codes:\n", 1)[1]
+    page = (REPO / "docs" / "how-to" / "troubleshooting.md").read_text(encoding="utf-8")
+    table = page.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
+    assert re.findall(r"^  (\d+) ", listed, re.M) == re.findall(r"^\| (\d+) \|", table, re.M)
+
+
 def _setting_names() -> set[str]:
     return {f"PROPDEX_{name.upper()}" for name in Settings.model_fields}
 

@@ -1,12 +1,8 @@
 """The propdex command line.
 
 `ingest` and `eval` run Prefect flows; `search`, `status` and `verify` read the index directly and
-never import Prefect (its import and ephemeral server take seconds).
-
-Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error (or a
-path refused by allowed_roots);
-3 the run was stopped by an LLM configuration error (bad key, unknown model);
-4 storage error; 5 verify found the index inconsistent; 130 interrupted (Ctrl-C).
+never import Prefect (its import and ephemeral server take seconds). The exit codes are
+EXAMPLES_AND_EXIT_CODES's, which `propdex --help` prints.
 """
 
 from __future__ import annotations
@@ -30,6 +26,30 @@ from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 from propdex.sources import SUPPORTED_SUFFIXES
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
+
+DESCRIPTION = ("Index PDFs, books, text and Markdown files as contextual chunks and LLM-written "
+               "propositions in LanceDB, and search them with citations. Without an LLM "
+               "server (PROPDEX_LLM_BASE_URL, PROPDEX_LLM_API_KEY) a rule-based offline "
+               "backend runs; every setting is a PROPDEX_* variable.")
+# tests/test_docs_examples.py parses these examples with this parser.
+EXAMPLES_AND_EXIT_CODES = """\
+examples:
+  propdex ingest examples                        index a folder into ./propdex-db
+  propdex search "How are propositions graded?"  the best hits, with their citations
+  propdex status                                 each document's state
+  propdex serve --db propdex-db                  HTTP on 127.0.0.1:8765 (API docs at /docs)
+
+`propdex COMMAND --help` explains a command's flags.
+
+exit codes:
+  0    success, or nothing to do
+  1    some documents failed (each is printed with its reason), or a path names nothing
+  2    usage error, a path refused by PROPDEX_ALLOWED_ROOTS, or no index at --db
+  3    an LLM configuration error (bad key, unknown model) stopped the run
+  4    storage error (a read-only or full database, a damaged table)
+  5    `propdex verify` found the tables disagreeing
+  130  interrupted (Ctrl-C)
+"""
 
 
 def _prefect_environment() -> None:
@@ -486,7 +506,9 @@ class CommandLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CommandLineParser(prog="propdex", description=__doc__.splitlines()[0])
+    parser = CommandLineParser(prog="propdex", description=DESCRIPTION,
+                               epilog=EXAMPLES_AND_EXIT_CODES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
 
     def with_db(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -498,7 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"files, folders (walked for {', '.join(SUPPORTED_SUFFIXES)}) and globs")
     ingest.add_argument("--llm", choices=["offline", "openai"],
                         help="LLM backend (default openai when PROPDEX_LLM_BASE_URL is set, else offline)")
-    ingest.add_argument("--llm-model", help="model for every LLM step (PROPDEX_LLM_MODEL)")
+    ingest.add_argument("--llm-model", help="model for every LLM step (default gpt-4o-mini or "
+                                             "PROPDEX_LLM_MODEL)")
     ingest.add_argument("--chunk-size", type=int, help="target chunk length in characters (default 800)")
     ingest.add_argument("--chunk-overlap", type=int,
                         help="characters shared with the previous chunk (default 0)")
@@ -535,7 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=["vector", "fts", "hybrid"],
                         help="how it is ranked (default: hybrid)")
     search.add_argument("-k", type=int, help="results wanted (default: 5)")
-    search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
+    search.add_argument("--doc", action="append", metavar="DOC_ID",
+                        help="restrict to a document by its doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")
     search.add_argument("--where", action="append", metavar="KEY=VALUE",
                         help="only documents whose metadata has KEY=VALUE (repeatable: all "
@@ -584,16 +608,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("questions", metavar="QUESTIONS.jsonl",
                           help="one JSON object per line: question, answer, evidence, pages, source")
     evaluate.add_argument("--out", default="propdex-eval",
-                          help="folder for report.md, report.json and recall.png")
+                          help="folder for report.md, report.json and recall.png "
+                               "(default %(default)s)")
     evaluate.add_argument("-k", type=int, nargs="+", default=[1, 5, 20],
                           help="cut-offs of passage-level Recall@k (default 1 5 20)")
     evaluate.add_argument("--words", type=int, nargs="+", default=[100, 200, 500],
                           help="word budgets of answer recall (default 100 200 500)")
     evaluate.add_argument("--top", type=int, default=5,
-                          help="top units counted as retrieved words and answered from")
+                          help="top units counted as retrieved words and answered from "
+                               "(default %(default)s)")
     evaluate.add_argument("--answers", action="store_true",
                           help="write and grade answers with the configured LLM (0-10)")
-    evaluate.add_argument("--llm-model", help="model that writes and grades the answers")
+    evaluate.add_argument("--llm-model", help="model that writes and grades the answers "
+                                               "(default PROPDEX_LLM_MODEL)")
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
     evaluate.set_defaults(func=cmd_eval)
     return parser

@@ -1,6 +1,8 @@
 """The README and the docs site, held to the code: every `propdex ...` command line they show
-parses with the CLI's own parser, every `PROPDEX_*` name they mention is a setting, and their
-Python examples run against a small index and print what the pages say they print.
+parses with the CLI's own parser, every `PROPDEX_*` name they mention is a setting, every
+extra they install is defined, and their Python examples run against a small index and print
+what the pages say they print; `propdex --help`'s examples parse and its exit codes are the
+troubleshooting page's.
 
 A failure names the page and line, so a renamed flag or setting cannot leave a page behind.
 """
@@ -175,6 +177,33 @@ def test_the_exit_codes_of_propdex_help_are_those_of_the_troubleshooting_page():
     page = (REPO / "docs" / "how-to" / "troubleshooting.md").read_text(encoding="utf-8")
     table = page.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
     assert re.findall(r"^  (\d+) ", listed, re.M) == re.findall(r"^\| (\d+) \|", table, re.M)
+
+
+EXTRAS_INSTALLED = re.compile(r"pip install -e '\.\[([^\]]*)\]'")
+# A row of the tables headed "| extra |" (README, getting-started): "| `local` |", "| `docs` / `lint` |".
+EXTRAS_ROW = re.compile(r"^\| ((?:`[a-z-]+`(?: / )?)+) \|")
+
+
+def unknown_extras(page: Path) -> list[str]:
+    """``page:line EXTRA`` for each extra a `pip install -e '.[...]'` or an extras table
+    names that pyproject.toml does not define."""
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    defined = set(pyproject["project"]["optional-dependencies"])
+    found, in_extras_table = [], False
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        in_extras_table = line.startswith("| extra |") or (in_extras_table and line != "")
+        named = [e for m in EXTRAS_INSTALLED.finditer(line) for e in m.group(1).split(",")]
+        if in_extras_table and (row := EXTRAS_ROW.match(line)):
+            named += re.findall(r"`([a-z-]+)`", row.group(1))
+        found += [f"{page.relative_to(REPO)}:{number} {e}" for e in named if e not in defined]
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
+def test_every_extra_the_docs_install_is_defined(page):
+    assert [] == unknown_extras(page)
 
 
 def _setting_names() -> set[str]:

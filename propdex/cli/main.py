@@ -103,12 +103,14 @@ def _no_index_at(db_uri: str) -> bool:
 
 class _ExpectedFailureFilter(logging.Filter):
     """Drop the traceback Prefect logs with a task failure propdex raised on purpose (bad
-    input, timeout, LLM fault): the run report states its reason; tracebacks stay for bugs."""
+    input, timeout, LLM fault): the run report states its reason; tracebacks stay for bugs.
+    Drop too the ERROR line of each later stage of the document, which never ran
+    (NotReady: an upstream task failed): the failed stage's own line names the cause."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], PropdexError):
             record.exc_info, record.exc_text = None, None
-        return True
+        return not record.getMessage().startswith("Finished in state NotReady(")
 
 
 def ingest_options(args: argparse.Namespace):

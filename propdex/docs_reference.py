@@ -98,6 +98,10 @@ def cli_markdown(parser: argparse.ArgumentParser) -> str:
     parts = ["# CLI reference", "",
              "Generated from propdex's argparse parser when the site is built. "
              "`propdex COMMAND --help` prints the same.", ""]
+    if parser.description:
+        parts += [parser.description, ""]
+    if parser.epilog:  # `propdex --help`'s examples and exit codes, as it prints them
+        parts += ["```text", parser.epilog.rstrip(), "```", ""]
     for name, help_text, sub in _subcommands(parser):
         usage = " ".join(sub.format_usage().split())  # one line, without argparse's wrapping
         parts += [f"## propdex {name}", "", f"{help_text[:1].upper()}{help_text[1:]}.", ""]

@@ -234,6 +234,10 @@ def watch(
 def run_watch(folder: str, *, db: str | None = None, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> int:
     """`propdex watch DIR`: prints one line per event; returns the exit code."""
     refuse_remote(folder)
+    # A mistyped folder is named before the server is asked for: otherwise it would show
+    # only once a Prefect server had been set up for it.
+    if not Path(normalise_source(folder)).is_dir():
+        raise NotADirectoryError(f"{folder}: not a folder")
     url = require_prefect_server()
 
     def announce() -> None:

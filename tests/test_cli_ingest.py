@@ -227,3 +227,21 @@ def test_a_read_command_on_a_database_that_does_not_exist_says_so(tmp_path, caps
 
     assert (2, f"propdex: no index at {tmp_path / 'typo'}: check --db (or PROPDEX_DB), or run "
                "`propdex ingest` first\n") == (code, capsys.readouterr().err)
+
+
+def test_a_first_ingest_of_a_mistyped_folder_says_so_without_starting_prefect(tmp_path):
+    """In a fresh process: the report comes from planning, and Prefect is never imported."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from propdex.cli import main; code = main(sys.argv[1:]); "
+              "print(code, 'prefect' in sys.modules, file=sys.stderr)")
+    done = subprocess.run(
+        [sys.executable, "-c", script, "ingest", str(tmp_path / "exmaples"), "--db",
+         str(tmp_path / "db")],
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+        capture_output=True, text=True, timeout=120)
+
+    expected = [f"propdex: {tmp_path / 'exmaples'}: no such file, folder or matching glob",
+                "1 False"]
+    assert (expected, False) == (done.stderr.strip().splitlines(), (tmp_path / "db").exists())

@@ -115,6 +115,13 @@ def test_watch_refuses_to_start_without_a_prefect_server(tmp_path, monkeypatch, 
     assert (2, True) == (code, "PREFECT_API_URL is not set" in capsys.readouterr().err)
 
 
+def test_watch_names_a_missing_folder_before_asking_for_a_prefect_server(tmp_path, monkeypatch,
+                                                                         capsys):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    code = propdex_main(["watch", str(tmp_path / "nope")])
+    assert (2, f"propdex: {tmp_path / 'nope'}: not a folder\n") == (code, capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("payload, expected_db", [
     ({"change": "added", "db": "/srv/index"}, "/srv/index"),
     ({}, "propdex-db"),  # an event from elsewhere: the deployment's default index

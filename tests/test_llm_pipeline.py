@@ -155,6 +155,24 @@ def test_bad_key_stops_the_run_after_one_request(llm_env, tmp_path, capsys):
     assert "401" in err and SENTINEL_KEY not in err
 
 
+def test_a_stopped_run_logs_no_error_for_each_stage_after_the_failed_one(llm_env, tmp_path):
+    # In a fresh process, whose stderr carries Prefect's log lines: the failed stage is
+    # logged with its reason; the stages that never ran add nothing a user can act on.
+    import os
+    import subprocess
+    import sys
+
+    pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)
+    llm_env.script(*[unauthorized()] * 5)
+    done = subprocess.run(
+        [sys.executable, "-m", "propdex.cli", "ingest", str(pdf), "--db", str(tmp_path / "db")],
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
+        capture_output=True, text=True, timeout=300)
+
+    assert (3, True, False) == (done.returncode, "Finished in state Failed(" in done.stderr,
+                                "NotReady" in done.stderr)
+
+
 def test_server_failing_keeps_the_previous_version_searchable(llm_env, tmp_path):
     db = tmp_path / "db"
     pdf = make_pdf(tmp_path / "eiffel.pdf", PAGES)

@@ -142,6 +142,32 @@ def test_a_service_started_before_its_index_answers_503_until_one_is_ingested(la
         (after.status_code, [r["doc_id"] for r in after.json()]))
 
 
+# "No index" is exit 2 on both paths of `propdex search` (the exit-code table says so).
+def test_the_cli_exits_2_where_no_index_folder_exists(tmp_path, cli_env, capsys):
+    code = main(["search", "owls", "--db", str(tmp_path / "db"), "--json"])
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert (2, f"no index at {tmp_path / 'db'}") == (code, error.split(":")[0])
+
+
+def test_the_cli_exits_2_when_the_service_at_server_url_has_no_index(late_service, cli_env,
+                                                                     capsys, monkeypatch):
+    url, db = late_service
+    monkeypatch.setenv("PROPDEX_SERVER_URL", url)
+    code = main(["search", "owls", "--json"])
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert (2, f"the service answered 503: no index at {db}") == (
+        code, error.split(":", 2)[0] + ":" + error.split(":", 2)[1])
+
+
+def test_a_retriever_asking_a_service_without_an_index_raises_index_not_found(late_service):
+    from propdex.integrations.searches import Searcher
+
+    url, db = late_service
+    with pytest.raises(IndexNotFoundError, match=f"no index at {db}"):
+        Searcher(db=None, url=url, token=None).search("owls", k=1, level="both",
+                                                      mode="hybrid", where=None)
+
+
 def test_the_service_answers_503_naming_a_damaged_table_and_stays_up(tmp_path, scripted):
     db = build_index(tmp_path / "db", "owls", OWLS)
     truncate_a_data_file(db, "chunks")

@@ -1,12 +1,8 @@
 """The propdex command line.
 
 `ingest` and `eval` run Prefect flows; `search`, `status` and `verify` read the index directly and
-never import Prefect (its import and ephemeral server take seconds).
-
-Exit codes: 0 success (or nothing to do); 1 some documents failed; 2 usage error (or a
-path refused by allowed_roots);
-3 the run was stopped by an LLM configuration error (bad key, unknown model);
-4 storage error; 5 verify found the index inconsistent; 130 interrupted (Ctrl-C).
+never import Prefect (its import and ephemeral server take seconds). The exit codes are
+EXAMPLES_AND_EXIT_CODES's, which `propdex --help` prints.
 """
 
 from __future__ import annotations
@@ -30,6 +26,30 @@ from propdex.metadata import MAX_FILTER_ENTRIES, MetadataError, parse_pairs
 from propdex.sources import SUPPORTED_SUFFIXES
 
 EXIT_OK, EXIT_FAILED_DOCS, EXIT_USAGE, EXIT_STOPPED, EXIT_STORAGE, EXIT_INCONSISTENT = 0, 1, 2, 3, 4, 5
+
+DESCRIPTION = ("Index PDFs, books, text and Markdown files as contextual chunks and LLM-written "
+               "propositions in LanceDB, and search them with citations. Without an LLM "
+               "server (PROPDEX_LLM_BASE_URL, PROPDEX_LLM_API_KEY) a rule-based offline "
+               "backend runs; every setting is a PROPDEX_* variable.")
+# tests/test_docs_examples.py parses these examples with this parser.
+EXAMPLES_AND_EXIT_CODES = """\
+examples:
+  propdex ingest examples                        index a folder into ./propdex-db
+  propdex search "How are propositions graded?"  the best hits, with their citations
+  propdex status                                 each document's state
+  propdex serve --db propdex-db                  HTTP on 127.0.0.1:8765 (API docs at /docs)
+
+`propdex COMMAND --help` explains a command's flags.
+
+exit codes:
+  0    success, or nothing to do
+  1    some documents failed (each is printed with its reason), or a path names nothing
+  2    usage error, a path refused by PROPDEX_ALLOWED_ROOTS, or no index at --db
+  3    an LLM configuration error (bad key, unknown model) stopped the run
+  4    storage error (a read-only or full database, a damaged table)
+  5    `propdex verify` found the tables disagreeing
+  130  interrupted (Ctrl-C)
+"""
 
 
 def _prefect_environment() -> None:
@@ -83,12 +103,14 @@ def _no_index_at(db_uri: str) -> bool:
 
 class _ExpectedFailureFilter(logging.Filter):
     """Drop the traceback Prefect logs with a task failure propdex raised on purpose (bad
-    input, timeout, LLM fault): the run report states its reason; tracebacks stay for bugs."""
+    input, timeout, LLM fault): the run report states its reason; tracebacks stay for bugs.
+    Drop too the ERROR line of each later stage of the document, which never ran
+    (NotReady: an upstream task failed): the failed stage's own line names the cause."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], PropdexError):
             record.exc_info, record.exc_text = None, None
-        return True
+        return not record.getMessage().startswith("Finished in state NotReady(")
 
 
 def ingest_options(args: argparse.Namespace):
@@ -129,9 +151,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     dask = bool(args.dask or settings.dask_address)
     plan = None
     # No database folder yet (a first run) or --force: a flow run is certain, so Prefect's
-    # API starts before planning rather than after it.
+    # API starts before planning rather than after it. Unless no path names anything (a
+    # mistyped folder): planning says so at once, without starting Prefect.
     new_db = "://" not in settings.db_uri and not os.path.exists(settings.db_uri)
-    certain = args.force or new_db
+    certain = (args.force or new_db) and _names_anything(args.paths)
     api = _early_api(dask) if certain else None
     if not certain:
         plan = plan_sources(args.paths, settings, force=False, prune=not args.no_prune,
@@ -167,6 +190,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"propdex: ingest failed: {summary}", file=sys.stderr)
         return EXIT_STORAGE if isinstance(summary, StorageError) else EXIT_FAILED_DOCS
     return _report_ingest(summary, args)
+
+
+def _names_anything(paths: list[str]) -> bool:
+    """Whether any path may yield a source: an object-store prefix, a path that exists, or a
+    glob that matches something."""
+    import glob
+
+    from propdex.remote import is_remote
+
+    def named(path: str) -> bool:
+        expanded = os.path.expanduser(path)
+        return is_remote(path) or os.path.lexists(expanded) or bool(glob.glob(expanded, recursive=True))
+
+    return any(map(named, paths))
 
 
 def _pdfs_to_read(paths: list[str], plan, allowed_roots: list[str]) -> list[str] | None:
@@ -471,7 +508,9 @@ class CommandLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CommandLineParser(prog="propdex", description=__doc__.splitlines()[0])
+    parser = CommandLineParser(prog="propdex", description=DESCRIPTION,
+                               epilog=EXAMPLES_AND_EXIT_CODES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
 
     def with_db(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -483,7 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"files, folders (walked for {', '.join(SUPPORTED_SUFFIXES)}) and globs")
     ingest.add_argument("--llm", choices=["offline", "openai"],
                         help="LLM backend (default openai when PROPDEX_LLM_BASE_URL is set, else offline)")
-    ingest.add_argument("--llm-model", help="model for every LLM step (PROPDEX_LLM_MODEL)")
+    ingest.add_argument("--llm-model", help="model for every LLM step (default gpt-4o-mini or "
+                                             "PROPDEX_LLM_MODEL)")
     ingest.add_argument("--chunk-size", type=int, help="target chunk length in characters (default 800)")
     ingest.add_argument("--chunk-overlap", type=int,
                         help="characters shared with the previous chunk (default 0)")
@@ -520,7 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=["vector", "fts", "hybrid"],
                         help="how it is ranked (default: hybrid)")
     search.add_argument("-k", type=int, help="results wanted (default: 5)")
-    search.add_argument("--doc", action="append", help="restrict to a doc_id (repeatable)")
+    search.add_argument("--doc", action="append", metavar="DOC_ID",
+                        help="restrict to a document by its doc_id (repeatable)")
     search.add_argument("--source", help="restrict to sources matching this glob")
     search.add_argument("--where", action="append", metavar="KEY=VALUE",
                         help="only documents whose metadata has KEY=VALUE (repeatable: all "
@@ -569,16 +610,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("questions", metavar="QUESTIONS.jsonl",
                           help="one JSON object per line: question, answer, evidence, pages, source")
     evaluate.add_argument("--out", default="propdex-eval",
-                          help="folder for report.md, report.json and recall.png")
+                          help="folder for report.md, report.json and recall.png "
+                               "(default %(default)s)")
     evaluate.add_argument("-k", type=int, nargs="+", default=[1, 5, 20],
                           help="cut-offs of passage-level Recall@k (default 1 5 20)")
     evaluate.add_argument("--words", type=int, nargs="+", default=[100, 200, 500],
                           help="word budgets of answer recall (default 100 200 500)")
     evaluate.add_argument("--top", type=int, default=5,
-                          help="top units counted as retrieved words and answered from")
+                          help="top units counted as retrieved words and answered from "
+                               "(default %(default)s)")
     evaluate.add_argument("--answers", action="store_true",
                           help="write and grade answers with the configured LLM (0-10)")
-    evaluate.add_argument("--llm-model", help="model that writes and grades the answers")
+    evaluate.add_argument("--llm-model", help="model that writes and grades the answers "
+                                               "(default PROPDEX_LLM_MODEL)")
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
     evaluate.set_defaults(func=cmd_eval)
     return parser

@@ -20,8 +20,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from propdex import __version__
 from propdex.api import IndexReader
-from propdex.errors import PropdexError, SearchRequestError
+from propdex.errors import IndexNotFoundError, PropdexError, SearchRequestError
 from propdex.service.bounds import ID_PATTERN, MAX_ID_CHARS, search_request_model
+from propdex.service.client import NO_INDEX
 from propdex.service.errors import validation_body
 from propdex.service.limits import BearerTokenMiddleware, BodySizeLimitMiddleware, json_bytes
 
@@ -55,7 +56,12 @@ def create_app(reader: IndexReader) -> FastAPI:
         # the embedder failed: the message names it; the service stays up and answers
         # again once the cause is gone.
         status = 422 if isinstance(exc, SearchRequestError) else 503
-        return JSONResponse(status_code=status, content={"error": str(exc), "detail": str(exc)})
+        body = {"error": str(exc), "detail": str(exc)}
+        if isinstance(exc, IndexNotFoundError):
+            # Tells `propdex search` and the retrievers a missing index from a damaged one,
+            # which share the 503, so they raise what a local search raises.
+            body["error_kind"] = NO_INDEX
+        return JSONResponse(status_code=status, content=body)
 
     @app.post("/search", summary="Search the index (same results as `propdex search --json`)",
               response_model=list[dict[str, Any]])

@@ -11,9 +11,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from propdex.errors import PropdexError, SearchRequestError, StorageError
+from propdex.errors import IndexNotFoundError, PropdexError, SearchRequestError, StorageError
 
 TIMEOUT_S = 30.0
+# The "error_kind" of the service's 503 for an index folder that does not exist (yet): the
+# one 503 a client reports as the missing index it is, not as a storage fault.
+NO_INDEX = "no_index"
 
 
 class ServiceUnavailableError(PropdexError):
@@ -38,10 +41,18 @@ class ServiceIndexError(ServiceRequestError, StorageError):
     what a local search raises as a StorageError."""
 
 
-def service_error(status: int, message: str) -> ServiceRequestError:
-    """The error a search through the service raises for an answer with ``status``."""
+class ServiceIndexNotFoundError(ServiceRequestError, IndexNotFoundError):
+    """The service has no index at its database path (503 with error_kind "no_index"): what
+    a local search raises as IndexNotFoundError, so both exit 2 from `propdex search`."""
+
+
+def service_error(status: int, message: str, kind: str | None = None) -> ServiceRequestError:
+    """The error a search through the service raises for an answer with ``status`` and the
+    body's ``error_kind``."""
     if status in (401, 403, 413, 422):
         return RejectedRequestError(status, message)
+    if status == 503 and kind == NO_INDEX:
+        return ServiceIndexNotFoundError(status, message)
     if status == 503:
         return ServiceIndexError(status, message)
     return ServiceRequestError(status, message)
@@ -60,15 +71,17 @@ def search_via_service(url: str, request: dict[str, Any], token: str | None = No
         with urllib.request.urlopen(http, timeout=timeout) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        raise service_error(exc.code, _error_text(exc)) from None
+        raise service_error(exc.code, *_error_text_and_kind(exc)) from None
     except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ServiceUnavailableError(f"no propdex service at {url}: {reason}") from None
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def _error_text_and_kind(exc: urllib.error.HTTPError) -> tuple[str, str | None]:
     try:
         payload = json.loads(exc.read())
     except (ValueError, OSError):
-        return exc.reason
-    return str(payload.get("error") or payload.get("detail") or exc.reason)
+        return exc.reason, None
+    if not isinstance(payload, dict):
+        return exc.reason, None
+    return str(payload.get("error") or payload.get("detail") or exc.reason), payload.get("error_kind")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.states import Failed
 
-from flows.parameters import IngestOptions
+from flows.parameters import IngestOptions, form_label
 from flows.runners import task_runner_for
 from propdex.cli import progress
 from propdex.deadlines import forget_run
@@ -102,11 +103,11 @@ def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
       # --dask flag overrides it per run with ingest.with_options(task_runner=...).
       task_runner=task_runner_for(Settings()))
 def ingest(
-    sources: list[str],
-    db: str = "propdex-db",
-    options: IngestOptions = IngestOptions(),
-    prune_removed: bool = True,
-    force: bool = False,
+    sources: Annotated[list[str], form_label("Sources (files, folders, globs)")],
+    db: Annotated[str, form_label("Index folder (db)")] = "propdex-db",
+    options: Annotated[IngestOptions, form_label("Options")] = IngestOptions(),
+    prune_removed: Annotated[bool, form_label("Remove documents whose files are gone")] = True,
+    force: Annotated[bool, form_label("Re-process unchanged documents")] = False,
 ) -> dict:
     """Ingest files, folders (PDFs, EPUB/XPS/MOBI/FB2 books, text, Markdown) and globs into
     the index at ``db``.

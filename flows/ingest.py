@@ -11,7 +11,7 @@ from prefect.runtime import flow_run
 from prefect.states import Failed
 
 from flows.parameters import IngestOptions, form_label
-from flows.runners import task_runner_for
+from flows.runners import allow_dask_work, stop_dask_work, task_runner_for
 from propdex.cli import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
@@ -70,8 +70,10 @@ def _wait_for_documents(chains: list[list]) -> None:
                 progress.document_finished()
     except BaseException:
         # Cancelled from the Prefect UI (SIGTERM, raised here as TerminationSignal) or Ctrl-C:
-        # the process ends only once the task threads return, so stop what they wait for.
+        # the process ends only once the task threads return, so stop what they wait for,
+        # here and in the Dask workers running this run's tasks.
         stop_run_work()
+        stop_dask_work()
         raise
 
 
@@ -133,6 +135,8 @@ def ingest(
     # Fewer PDFs than extraction slots: their workers share all the cores among them.
     settings = for_documents(settings, pymupdf_sources(item.source for item in plan.to_process))
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
+    if plan.to_process:
+        allow_dask_work()
     swept = sweep(settings)
     # The stages whose retries wait, waiting their declared delays times retry_delay_scale.
     context_stage, propose_stage, embed_stage, commit_stage = (

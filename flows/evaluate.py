@@ -3,10 +3,12 @@ mode of propdex.search, the default one labelled) built and scored as parallel t
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.parameters import EvaluateOptions
+from flows.parameters import EvaluateOptions, form_label
 from propdex.evaluation import run
 from propdex.evaluation.searches import SEARCH_ROWS
 from propdex.evaluation.units import UNIT_KINDS
@@ -25,10 +27,10 @@ from tasks.policies import with_scaled_retry_delays
 
 @flow(name="propdex-evaluate", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=4))
 def evaluate(
-    questions: str,
-    db: str = "propdex-db",
-    out: str = "propdex-eval",
-    options: EvaluateOptions = EvaluateOptions(),
+    questions: Annotated[str, form_label("Question set (JSONL)")],
+    db: Annotated[str, form_label("Index folder (db)")] = "propdex-db",
+    out: Annotated[str, form_label("Report folder")] = "propdex-eval",
+    options: Annotated[EvaluateOptions, form_label("Options")] = EvaluateOptions(),
 ) -> dict:
     """Compare chunks (without and with their contextual header), sentences and propositions
     as retrieval units, and every search ``propdex search`` offers (level x mode; the

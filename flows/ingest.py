@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.states import Failed
 
-from flows.parameters import IngestOptions
-from flows.runners import task_runner_for
+from flows.parameters import IngestOptions, form_label
+from flows.runners import allow_dask_work, stop_dask_work, task_runner_for
 from propdex.cli import progress
 from propdex.deadlines import forget_run
 from propdex.errors import (
@@ -71,8 +72,10 @@ def _wait_for_documents(chains: list[list]) -> None:
                 progress.document_finished()
     except BaseException:
         # Cancelled from the Prefect UI (SIGTERM, raised here as TerminationSignal) or Ctrl-C:
-        # the process ends only once the task threads return, so stop what they wait for.
+        # the process ends only once the task threads return, so stop what they wait for,
+        # here and in the Dask workers running this run's tasks.
         stop_run_work()
+        stop_dask_work()
         raise
 
 
@@ -104,11 +107,11 @@ def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
       # --dask flag overrides it per run with ingest.with_options(task_runner=...).
       task_runner=task_runner_for(Settings()))
 def ingest(
-    sources: list[str],
-    db: str = "propdex-db",
-    options: IngestOptions = IngestOptions(),
-    prune_removed: bool = True,
-    force: bool = False,
+    sources: Annotated[list[str], form_label("Sources (files, folders, globs)")],
+    db: Annotated[str, form_label("Index folder (db)")] = "propdex-db",
+    options: Annotated[IngestOptions, form_label("Options")] = IngestOptions(),
+    prune_removed: Annotated[bool, form_label("Remove documents whose files are gone")] = True,
+    force: Annotated[bool, form_label("Re-process unchanged documents")] = False,
 ) -> dict:
     """Ingest files, folders (PDFs, EPUB/XPS/MOBI/FB2 books, text, Markdown) and globs into
     the index at ``db``.
@@ -134,6 +137,8 @@ def ingest(
     # Fewer PDFs than extraction slots: their workers share all the cores among them.
     settings = for_documents(settings, pymupdf_sources(item.source for item in plan.to_process))
     progress.planned([(item.doc_id, item.source) for item in plan.to_process])
+    if plan.to_process:
+        allow_dask_work()
     swept = sweep(settings)
     # The stages whose retries wait, waiting their declared delays times retry_delay_scale.
     context_stage, propose_stage, embed_stage, commit_stage = (

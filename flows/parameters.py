@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
+from pydantic.fields import FieldInfo
 
 from propdex.metadata import Metadata, normalise
 from propdex.settings import Settings
@@ -19,6 +20,28 @@ EmbedderChoice = Literal["default", "minilm", "openai"]
 PdfReaderChoice = Literal["default", "layout", "fast"]
 
 
+def form_label(title: str) -> FieldInfo:
+    """The label the run form shows for a flow's own parameter, as ``Annotated[type,
+    form_label("...")]``; its description comes from the flow docstring's Args section.
+
+    Prefect builds a flow's parameter schema with ``title=<parameter name>``, which overrides
+    a ``Field(title=...)``; only ``json_schema_extra`` is applied after it."""
+    return Field(json_schema_extra={"title": title})
+
+
+def plain_number_input(schema: dict[str, Any]) -> None:
+    """Show an optional number as a plain number box in the run form.
+
+    ``int | None`` becomes ``anyOf: [integer, null]``, which the Prefect UI renders behind an
+    int/None switch to flip before typing. Schema-wise the field is an integer without a
+    default: the form shows an empty box and leaves the field out of the run's parameters
+    while it stays empty, and the model still reads a missing field as None (PROPDEX_*
+    variables, then propdex's default)."""
+    [number] = [option for option in schema.pop("anyOf") if option.get("type") != "null"]
+    schema.update(number)
+    schema.pop("default", None)
+
+
 class IngestOptions(BaseModel):
     """Settings a user may change per run. Empty fields (and "default" choices) fall back to
     PROPDEX_* environment variables, then to propdex's defaults. API keys are never
@@ -31,11 +54,13 @@ class IngestOptions(BaseModel):
     )
     llm_model: str | None = Field(None, title="LLM model", description="Model for every LLM step.")
     chunk_size: int | None = Field(
-        None, ge=50, title="Chunk size (characters)", description="Target chunk length; default 800."
+        None, ge=50, title="Chunk size (characters)", description="Target chunk length; default 800.",
+        json_schema_extra=plain_number_input,
     )
     chunk_overlap: int | None = Field(
         None, ge=0, title="Chunk overlap (characters)",
         description="Characters shared with the previous chunk; default 0.",
+        json_schema_extra=plain_number_input,
     )
     chunker: ChunkerChoice = Field(
         DEFAULT, title="Chunker", description="Chunking method; default recursive (llm needs an LLM)."
@@ -47,18 +72,22 @@ class IngestOptions(BaseModel):
     threshold: int | None = Field(
         None, ge=1, le=10, title="Pass threshold (1-10)",
         description="Minimum grade on all four criteria for a proposition to pass; default 7.",
+        json_schema_extra=plain_number_input,
     )
     embedder: EmbedderChoice = Field(
         DEFAULT, title="Embedder", description="default: local MiniLM (all-MiniLM-L6-v2)."
     )
     llm_concurrency: int | None = Field(
-        None, ge=1, title="LLM requests in flight", description="Across the run; default 8."
+        None, ge=1, title="LLM requests in flight", description="Across the run; default 8.",
+        json_schema_extra=plain_number_input,
     )
     llm_rpm: int | None = Field(
-        None, ge=0, title="LLM requests per minute", description="Across the run; 0 = unlimited (default)."
+        None, ge=0, title="LLM requests per minute", description="Across the run; 0 = unlimited (default).",
+        json_schema_extra=plain_number_input,
     )
     document_concurrency: int | None = Field(
-        None, ge=1, title="Documents at once", description="Documents processed at once; default 4."
+        None, ge=1, title="Documents at once", description="Documents processed at once; default 4.",
+        json_schema_extra=plain_number_input,
     )
     metadata: dict[str, str | list[str]] | None = Field(
         None, title="Metadata",

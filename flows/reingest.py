@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Annotated
 
 from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.ingest import ingest
-from flows.parameters import IngestOptions
+from flows.parameters import IngestOptions, form_label
 from propdex.pipeline.outcome import RunSummary
 from propdex.watch import watched_source
 from tasks.index import deployment_allowed_roots, plan_run, prune, publish_report, record_found_at
@@ -17,10 +18,10 @@ from tasks.index import deployment_allowed_roots, plan_run, prune, publish_repor
 
 @flow(name="propdex-reingest-document", log_prints=True)
 def reingest_document(
-    source: str,
-    db: str = "propdex-db",
-    options: IngestOptions = IngestOptions(),
-    force: bool = True,
+    source: Annotated[str, form_label("File")],
+    db: Annotated[str, form_label("Index folder (db)")] = "propdex-db",
+    options: Annotated[IngestOptions, form_label("Options")] = IngestOptions(),
+    force: Annotated[bool, form_label("Re-process an unchanged file")] = True,
 ) -> dict:
     """Re-process one file into the index; a file that no longer exists leaves the index.
 

@@ -3,13 +3,21 @@
 Tasks receive only settings and their inputs (see propdex.runtime), so the same flow runs
 on prefect-dask's DaskTaskRunner unchanged: each worker process builds its own LLM client,
 embedder and cache connection on first use.
+
+propdex.stopping acts in the process it is called in, and a cancelled run's SIGTERM reaches
+only the flow's process: on Dask its tasks run in worker processes, which get no signal
+(closing the flow's client only drops the tasks not yet started, and an external cluster
+outlives the run). The Dask client's ``run`` calls a function in every worker at once, busy
+or not: it carries the stop to the workers, and the go-ahead for the next run on them.
 """
 
 from __future__ import annotations
 
+from prefect.context import FlowRunContext
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from propdex.settings import Settings
+from propdex.stopping import allow_run_work, stop_run_work
 
 # Most task time is spent waiting on LLM calls and storage, not on the CPU.
 THREADS = 24
@@ -57,3 +65,31 @@ def prefect_api_for_workers() -> dict[str, str]:
     server = SubprocessASGIServer()  # one per process: the one the flow's client uses
     server.start()
     return {"PREFECT_API_URL": server.api_url}
+
+
+def _dask_runner():
+    """The current flow run's DaskTaskRunner, or None when its tasks run on threads."""
+    runner = getattr(FlowRunContext.get(), "task_runner", None)
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:  # without the dask extra no flow runs on Dask
+        return None
+    return runner if isinstance(runner, DaskTaskRunner) else None
+
+
+def allow_dask_work() -> None:
+    """Before a run submits tasks to Dask: lift a stop that a cancelled run left in the workers."""
+    runner = _dask_runner()
+    if runner is not None:
+        runner.client.run(allow_run_work)
+
+
+def stop_dask_work() -> None:
+    """A cancelled or interrupted run stops its tasks in every Dask worker: their LLM and
+    embedding requests fail at once and their extraction workers are killed."""
+    runner = _dask_runner()
+    # Its `client` property would start a cluster when nothing was submitted yet.
+    client = runner._client if runner is not None else None
+    if client is not None:
+        # A worker that cannot be reached any more runs nothing of this run either.
+        client.run(stop_run_work, on_error="ignore")

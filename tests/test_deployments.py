@@ -317,7 +317,7 @@ def test_runs_of_a_deployment_that_writes_the_index_go_one_at_a_time(deployed, n
 
 
 @real_server
-@pytest.mark.parametrize("name", ["ingest", "reingest-document"])
+@pytest.mark.parametrize("name", DEPLOYMENTS)
 def test_run_form_describes_every_parameter(deployed, name):
     """The UI renders the form from the deployment's parameter schema."""
     schema = deployed.deployments[name].parameter_openapi_schema
@@ -326,6 +326,14 @@ def test_run_form_describes_every_parameter(deployed, name):
     undescribed = [field for field, spec in [*schema["properties"].items(), *fields]
                    if not spec.get("description")]
     assert [] == undescribed
+
+
+@real_server
+@pytest.mark.parametrize("name", DEPLOYMENTS)
+def test_run_form_labels_every_parameter_in_words(deployed, name):
+    """Prefect titles a flow's own parameters with their names unless the flow sets a label."""
+    schema = deployed.deployments[name].parameter_openapi_schema
+    assert [] == [field for field, spec in schema["properties"].items() if spec["title"] == field]
 
 
 # A run from the UI's run form ----------------------------------------------------------

@@ -87,3 +87,37 @@ def test_the_ingest_paths_help_names_every_suffix_a_folder_is_walked_for(suffix)
     ingest_parser = build_parser()._subparsers._group_actions[0].choices["ingest"]
     [paths] = [a for a in ingest_parser._actions if a.dest == "paths"]
     assert suffix in re.findall(r"\.\w+", paths.help)
+
+
+@pytest.mark.parametrize("flow", [ingest, reingest_document, evaluate])
+def test_every_flow_parameter_has_a_label_written_for_it(flow):
+    properties = parameter_schema(flow.fn).model_dump()["properties"]
+    assert [] == [name for name, prop in properties.items() if prop["title"] == name]
+
+
+def _optional_numbers(model) -> list[str]:
+    return [name for name, info in model.model_fields.items() if info.annotation == int | None]
+
+
+def test_the_optional_numbers_are_the_ones_the_form_must_show_as_number_boxes():
+    expected = ["chunk_size", "chunk_overlap", "threshold", "llm_concurrency", "llm_rpm",
+                "document_concurrency"]
+    assert expected == _optional_numbers(IngestOptions)
+
+
+@pytest.mark.parametrize("field", _optional_numbers(IngestOptions))
+def test_an_optional_number_is_a_plain_number_box_without_a_type_switch(field):
+    # anyOf [integer, null] renders as an int/None switch; a default would fill the box.
+    prop = options_schema(ingest, "IngestOptions")[field]
+    assert ("integer", False, False) == (prop["type"], "anyOf" in prop, "default" in prop)
+
+
+def test_an_optional_number_keeps_its_bounds_in_the_form():
+    prop = options_schema(ingest, "IngestOptions")["threshold"]
+    assert (1, 10) == (prop["minimum"], prop["maximum"])
+
+
+def test_a_number_box_left_empty_leaves_the_setting_to_the_environment(monkeypatch):
+    # The form leaves an empty number box out of the run's parameters.
+    monkeypatch.setenv("PROPDEX_CHUNK_SIZE", "500")
+    assert 500 == IngestOptions.model_validate({}).settings("db").chunk_size

@@ -75,7 +75,8 @@ def _wait_for_documents(chains: list[list]) -> None:
         # the process ends only once the task threads return, so stop what they wait for,
         # here and in the Dask workers running this run's tasks.
         stop_run_work()
-        stop_dask_work()
+        if chains:  # tasks were submitted: on Dask, they run in its workers
+            stop_dask_work()
         raise
 
 

@@ -86,10 +86,10 @@ def allow_dask_work() -> None:
 
 def stop_dask_work() -> None:
     """A cancelled or interrupted run stops its tasks in every Dask worker: their LLM and
-    embedding requests fail at once and their extraction workers are killed."""
+    embedding requests fail at once and their extraction workers are killed. Called only once
+    the run has submitted tasks: the runner's ``client`` is then the one they went to (before,
+    reading it would start a cluster)."""
     runner = _dask_runner()
-    # Its `client` property would start a cluster when nothing was submitted yet.
-    client = runner._client if runner is not None else None
-    if client is not None:
+    if runner is not None:
         # A worker that cannot be reached any more runs nothing of this run either.
-        client.run(stop_run_work, on_error="ignore")
+        runner.client.run(stop_run_work, on_error="ignore")

@@ -38,7 +38,9 @@ from propdex.errors import (
     LLMConfigurationError,
     LLMError,
     LLMOutputError,
+    LLMServerUnreachableError,
 )
+from propdex.llm import unreachable
 from propdex.llm.context_window import (
     context_window,
     is_context_overflow,
@@ -230,6 +232,23 @@ def configuration_error(
     return LLMConfigurationError(scrub(message, secret))
 
 
+def connect_failure(error: BaseException) -> str | None:
+    """Why no connection to the server could be made (refused, no such host, connect timeout),
+    or None for every other failure: a server that answered or accepted the connection is there."""
+    if not isinstance(error, openai.APIConnectionError):
+        return None
+    # The HTTP layer's exception, by name: openai 1.x raises httpx's, later versions httpx2's,
+    # whose classes are named alike (a read timeout is ReadTimeout, a dropped answer
+    # RemoteProtocolError: a server that is there).
+    cause = error.__cause__
+    names = {cls.__name__ for cls in type(cause).__mro__} if cause is not None else set()
+    if "ConnectTimeout" in names:
+        return "connect timeout"
+    if "ConnectError" in names:
+        return str(cause) or "connection failed"
+    return None
+
+
 def call_with_retries(
     send: Callable[[], T],
     *,
@@ -240,11 +259,37 @@ def call_with_retries(
     max_attempts: int,
     backoff_max: float,
     timeout: float,
+    unreachable_cooldown: float,
 ) -> T:
     """``send()`` with the retry policy; openai errors become propdex errors. No attempt
     starts once the run is cancelled (propdex.stopping), and an attempt that fails meanwhile,
-    as the requests the stop cuts do, is RunStoppedError: not retried."""
+    as the requests the stop cuts do, is RunStoppedError: not retried. A server known to be
+    unreachable fails the request at once (propdex.llm.unreachable); one found unreachable by
+    this request's retries is marked so for ``unreachable_cooldown`` seconds."""
+    admission = unreachable.admit(base_url)
+    try:
+        result = _retried(send, what=what, model=model, base_url=base_url, secret=secret,
+                          # A trial after the cooldown decides the mark with one attempt.
+                          max_attempts=1 if admission.trial else max_attempts,
+                          backoff_max=backoff_max, timeout=timeout,
+                          unreachable_cooldown=unreachable_cooldown, trial=admission.trial)
+    except LLMServerUnreachableError:
+        raise  # the mark stands, renewed or set by another request
+    except LLMError:
+        unreachable.end_trial(admission, answered=True)
+        raise
+    except BaseException:
+        unreachable.end_trial(admission, answered=False)
+        raise
+    unreachable.end_trial(admission, answered=True)
+    return result
 
+
+def _retried(
+    send: Callable[[], T], *, what: str, model: str, base_url: str, secret: str,
+    max_attempts: int, backoff_max: float, timeout: float, unreachable_cooldown: float,
+    trial: bool,
+) -> T:
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         reason = describe_failure(error, timeout) if error else "?"
@@ -266,6 +311,8 @@ def call_with_retries(
 
     def attempt() -> T:
         check_not_stopped(what)
+        if not trial:  # another request may have found the server gone meanwhile
+            unreachable.check_reachable(base_url)
         try:
             return send()
         except Exception:
@@ -288,6 +335,13 @@ def call_with_retries(
         raise LLMError(scrub(message, secret)) from None
     except (openai.APIConnectionError, UnreadableResponse) as error:
         attempts = retrying.statistics.get("attempt_number", 1)
+        if (cause := connect_failure(error)) is not None:
+            message = (f"server {display_url(base_url)} is unreachable: {what} could not "
+                       f"connect in {attempts} attempt(s) ({cause}); its requests fail at once "
+                       f"for the next {unreachable_cooldown:g} s: is the server running, and "
+                       "is the base URL right?")
+            raise unreachable.mark_unreachable(base_url, scrub(message, secret),
+                                               unreachable_cooldown) from None
         reason = describe_failure(error, timeout)
         message = f"{what} failed after {attempts} attempts: {reason} ({display_url(base_url)})"
         raise LLMError(scrub(message, secret)) from None
@@ -531,6 +585,7 @@ class LLMClient(SharedClientUser):
                 max_attempts=self.settings.llm_max_attempts,
                 backoff_max=self.settings.llm_backoff_max,
                 timeout=self.settings.llm_timeout,
+                unreachable_cooldown=self.settings.llm_unreachable_cooldown_s,
             )
             self._record(step, mode, sent_cap, cap_field, completion, time.perf_counter() - started)
             return Sent(completion, mode, sent_cap, cap_field)

@@ -167,6 +167,8 @@ def error_kind(exc: BaseException) -> str:
         return UNREADABLE
     if isinstance(exc, ExtractionError):
         return "input"
+    if isinstance(exc, LLMServerUnreachableError):
+        return "unreachable"
     if isinstance(exc, LLMConfigurationError):
         return "configuration"
     if isinstance(exc, LLMError):

@@ -4,8 +4,9 @@ One retry layer: the openai client's own retries are off (``max_retries=0``) and
 retries transient failures (429 honouring Retry-After, 5xx, 408/409, timeouts, connection
 errors) with capped exponential backoff and full jitter. Errors that no retry can fix (400,
 401, 403, 404, 422) raise ``LLMConfigurationError`` at once so the run stops on the first
-one. Invalid answers get exactly one repair round; after that ``LLMOutputError``. Scores are
-never made up.
+one. A server no connection could be made to through a request's retries is marked
+unreachable (propdex.llm.unreachable): the requests after it fail at once. Invalid answers
+get exactly one repair round; after that ``LLMOutputError``. Scores are never made up.
 
 Secrets: the API key goes to the openai client and is otherwise kept only to scrub it from
 every message this module builds (with anything else shaped like an OpenAI key); openai's

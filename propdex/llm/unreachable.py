@@ -13,9 +13,10 @@ the mark, a connection failure renews it. So a long-lived process (``propdex ser
 served deployment, ``propdex watch``) uses a server again at most a cooldown after it came
 back, and an ingest run starts with no marks (``forget_unreachable_servers``).
 
-A few lines keyed by base URL rather than a circuit-breaker library (pybreaker): a breaker
-counts every failed call, while the mark here is set by a whole request's retries, must carry
-the cause into the error, and must let a request already retrying stop early.
+A few lines keyed by base URL rather than a circuit-breaker library (pybreaker 1.4): it would
+need a breaker per URL and a rule excluding every failure but a connect failure, and its
+open-circuit error carries no cause, nor can it stop a request already in its retries: that
+is most of what these lines do.
 """
 
 from __future__ import annotations

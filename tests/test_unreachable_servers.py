@@ -12,6 +12,7 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,13 @@ def test_the_requests_after_it_fail_at_once_without_retries(retries):
     assert 2 == retries.count
 
 
+def test_requests_in_flight_at_once_pay_one_requests_retries(retries):
+    embedder = OpenAIEmbedder(settings_at(closed_port()))
+    with ThreadPoolExecutor(8) as pool:
+        errors = list(pool.map(lambda _: failure(lambda: embedder.embed(TEXTS)), range(8)))
+    assert ([LLMServerUnreachableError] * 8, 2) == ([type(e) for e in errors], retries.count)
+
+
 def test_after_the_cooldown_one_trial_attempt_renews_the_mark(retries):
     embedder = OpenAIEmbedder(settings_at(closed_port()))
     failure(lambda: embedder.embed(TEXTS))
@@ -158,8 +166,8 @@ def write_documents(folder: Path, version: str) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Iterator[dict]:
     """Index six documents, stop the server, change them and ingest against the closed port
-    (one document at a time, so the attempts paid are exactly counted), then start the server
-    again on that port and ingest once more."""
+    (their requests in flight at once), then start the server again on that port and ingest
+    once more."""
     root = tmp_path_factory.mktemp("unreachable")
     folder, db = root / "docs", str(root / "db")
     folder.mkdir()
@@ -170,8 +178,7 @@ def runs(tmp_path_factory) -> Iterator[dict]:
         with ScriptedServer() as server:
             port = int(server.url.rsplit(":", 1)[1])
             for name, value in {**scripted_environment(server),
-                                "PROPDEX_LLM_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-                                "PROPDEX_DOCUMENT_CONCURRENCY": "1"}.items():
+                                "PROPDEX_LLM_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}.items():
                 env.setenv(name, value)
             first = run_cli("ingest", str(folder), "--db", db)
         write_documents(folder, "second")

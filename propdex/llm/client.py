@@ -268,12 +268,14 @@ def call_with_retries(
     unreachable fails the request at once (propdex.llm.unreachable); one found unreachable by
     this request's retries is marked so for ``unreachable_cooldown`` seconds."""
     admission = unreachable.admit(base_url)
+    token = object()  # this request, should it become the server's probe
     try:
         result = _retried(send, what=what, model=model, base_url=base_url, secret=secret,
                           # A trial after the cooldown decides the mark with one attempt.
                           max_attempts=1 if admission.trial else max_attempts,
                           backoff_max=backoff_max, timeout=timeout,
-                          unreachable_cooldown=unreachable_cooldown, trial=admission.trial)
+                          unreachable_cooldown=unreachable_cooldown, trial=admission.trial,
+                          token=token)
     except LLMServerUnreachableError:
         raise  # the mark stands, renewed or set by another request
     except LLMError:
@@ -282,6 +284,8 @@ def call_with_retries(
     except BaseException:
         unreachable.end_trial(admission, answered=False)
         raise
+    finally:
+        unreachable.end_probe(base_url, token)
     unreachable.end_trial(admission, answered=True)
     return result
 
@@ -289,7 +293,7 @@ def call_with_retries(
 def _retried(
     send: Callable[[], T], *, what: str, model: str, base_url: str, secret: str,
     max_attempts: int, backoff_max: float, timeout: float, unreachable_cooldown: float,
-    trial: bool,
+    trial: bool, token: object,
 ) -> T:
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
@@ -316,9 +320,12 @@ def _retried(
             unreachable.check_reachable(base_url)
         try:
             return send()
-        except Exception:
+        except Exception as error:
             if run_is_stopping():
                 raise cut_off_error(what) from None
+            if not trial and connect_failure(error) is not None:
+                # One request retries a server that refused it; the others wait for its verdict.
+                unreachable.await_probe(base_url, token, run_is_stopping)
             raise
 
     try:

@@ -7,6 +7,11 @@ request to it, from any thread, fails at once with ``LLMServerUnreachableError``
 server and the cause, and requests still retrying stop at their next attempt. A 5xx answer,
 a 429 or a read timeout comes from a server that is there: none of them marks it.
 
+While one request retries a server it failed to connect to (the probe), the other requests
+that fail to connect to it wait for its verdict instead of retrying too: the run pays one
+request's retries, however many documents were in flight. Marked, they fail with the mark's
+error; when the probe ends otherwise they retry on their own as before.
+
 A mark lasts ``llm_unreachable_cooldown_s``. Then a single request is let through as a
 trial, with one attempt, while the others still fail at once: an answer of any kind clears
 the mark, a connection failure renews it. So a long-lived process (``propdex serve``, a
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from propdex.errors import LLMServerUnreachableError
@@ -37,6 +43,12 @@ class Mark:
 
 _lock = threading.Lock()
 _marks: dict[str, Mark] = {}
+# The request (a token of its call) retrying each server that refused it, and the condition
+# its waiters wait on.
+_probes: dict[str, object] = {}
+_probe_ended = threading.Condition(_lock)
+# How often a request waiting for a probe looks whether its run is stopping.
+WAIT_POLL_SECONDS = 0.2
 
 
 class Admission:
@@ -73,6 +85,7 @@ def mark_unreachable(base_url: str, message: str, cooldown: float) -> LLMServerU
     """Mark ``base_url`` unreachable for ``cooldown`` seconds; the error to raise."""
     with _lock:
         _marks[base_url] = Mark(message, time.monotonic() + cooldown)
+        _probe_ended.notify_all()
     return LLMServerUnreachableError(message)
 
 
@@ -90,6 +103,28 @@ def end_trial(admission: Admission, *, answered: bool) -> None:
             del _marks[admission.base_url]
         else:
             mark.trial = False
+
+
+def await_probe(base_url: str, token: object, stopping: Callable[[], bool]) -> None:
+    """After a connect failure of the request ``token``: return at once when it is (now) the
+    server's probe, else wait for the probe's end (or ``stopping()``) and raise the mark's
+    error when the probe marked the server."""
+    with _lock:
+        if _probes.setdefault(base_url, token) is token:
+            return
+        while base_url in _probes and base_url not in _marks and not stopping():
+            _probe_ended.wait(WAIT_POLL_SECONDS)
+        mark = _marks.get(base_url)
+    if mark is not None:
+        raise LLMServerUnreachableError(mark.message)
+
+
+def end_probe(base_url: str, token: object) -> None:
+    """The request ``token`` is done: when it was the server's probe, its waiters go on."""
+    with _lock:
+        if _probes.get(base_url) is token:
+            del _probes[base_url]
+            _probe_ended.notify_all()
 
 
 def forget_unreachable_servers() -> None:

@@ -25,6 +25,7 @@ from propdex.errors import (
 )
 from propdex.extract.isolated import for_documents, pymupdf_sources
 from propdex.ids import doc_id_for
+from propdex.llm.unreachable import forget_unreachable_servers
 from propdex.models import Usage
 from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 from propdex.pipeline.report import render_log_lines
@@ -131,6 +132,9 @@ def ingest(
     """
     started = time.perf_counter()
     allow_run_work()
+    # A server marked unreachable by an earlier run in this process (a served deployment,
+    # `propdex watch`) is tried afresh: it may have been started since.
+    forget_unreachable_servers()
     settings = deployment_allowed_roots(options.settings(db))
     run_id = flow_run.get_id() or f"local-{int(time.time())}"
 
@@ -207,7 +211,8 @@ def ingest(
     for line in render_log_lines(summary):
         logger.info(line)
     if summary.stopped:
-        # Retrying cannot help (bad key, unknown model): the run ends Failed, with its report.
+        # Retrying cannot help (bad key, unknown model, no server at the URL): the run ends
+        # Failed, with its report.
         return Failed(message=f"run stopped: {summary.stopped}", data=summary.to_dict())
     if summary.refused:
         # Paths outside the allowed roots were asked for: the run shows Failed in the UI.

@@ -81,6 +81,13 @@ class LLMConfigurationError(LLMError):
     so the run stops at the first one instead of failing every chunk."""
 
 
+class LLMServerUnreachableError(LLMConfigurationError):
+    """An LLM or embeddings server could not be connected to (refused, no such host, connect
+    timeout) through one request's retries: the requests after it fail at once for a cooldown
+    (propdex.llm.unreachable) and the run stops, as for a configuration error, the URL or the
+    server's start being what to fix. Documents it failed are processed by the next run."""
+
+
 class LLMOutputError(LLMError):
     """The LLM answered, but the answer stayed invalid after one repair attempt."""
 
@@ -160,6 +167,8 @@ def error_kind(exc: BaseException) -> str:
         return UNREADABLE
     if isinstance(exc, ExtractionError):
         return "input"
+    if isinstance(exc, LLMServerUnreachableError):
+        return "unreachable"
     if isinstance(exc, LLMConfigurationError):
         return "configuration"
     if isinstance(exc, LLMError):

@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(120.0, gt=0, description="Seconds per LLM request.")
     llm_max_attempts: int = Field(5, ge=1, description="Attempts per LLM request (retries + 1).")
     llm_backoff_max: float = Field(30.0, gt=0, description="Longest wait between attempts (s).")
+    llm_unreachable_cooldown_s: float = Field(
+        30.0, ge=0, description="Once a request's attempts all failed to connect to an LLM or "
+        "embeddings server (refused, unknown host, connect timeout), its later requests fail "
+        "at once for this many seconds, then one single-attempt request tries it again (s).",
+    )
     retry_delay_scale: float = Field(
         1.0, ge=0, description="Factor on the waits before a failed pipeline task runs again "
         "(the delays declared on the tasks' decorators, e.g. 2 s then 10 s); 0 = at once.",

@@ -45,11 +45,13 @@ from tests.service_harness import scripted  # noqa: E402,F401
 @pytest.fixture(autouse=True)
 def _fresh_negotiations():
     """Each test's scripted server negotiates from scratch: servers of earlier tests may have
-    had the same port, and what they accepted (and their context windows) is remembered per
-    URL for the process."""
+    had the same port, and what they accepted (and their context windows, and whether they
+    were reachable) is remembered per URL for the process."""
     from propdex.llm.context_window import forget_context_windows
     from propdex.llm.structured import forget_negotiations
+    from propdex.llm.unreachable import forget_unreachable_servers
 
     forget_negotiations()
     forget_context_windows()
+    forget_unreachable_servers()  # a port an earlier test's server left closed is in use again
     yield

@@ -1,6 +1,7 @@
 """LLM faults through a whole `propdex ingest` against the scripted server: sustained 429s
 and a server that disappears mid-run. The document ends failed with the cause (error_kind
-llm), nothing of the new version is written, and the version indexed earlier stays live.
+llm; unreachable, stopping the run, once the retries found the port closed), nothing of the
+new version is written, and the version indexed earlier stays live.
 
 The edit lies past the title/summary prefix, so those answers come from the cache and the
 fault hits the chunk-level calls. (A fault in the title step fails the document the same
@@ -66,8 +67,12 @@ ANSWERED = 1
 FAULTS = {"sustained 429": sustained_429, "server disappears": disappears}
 EXPECTED_CAUSE = {
     "sustained 429": "failed after 2 attempts: HTTP 429: Rate limit reached",
-    "server disappears": "failed after 2 attempts: could not connect",
+    "server disappears": "request could not connect in 2 attempt(s)",
 }
+EXPECTED_KIND = {"sustained 429": ("llm", "LLMError"),
+                 "server disappears": ("unreachable", "LLMServerUnreachableError")}
+# A server that keeps refusing connections stops the run (exit 3); one that answers 429, 1.
+EXPECTED_CODE = {"sustained 429": 1, "server disappears": 3}
 # the statuses the fault answered (0: never answered), given how many requests arrived
 EXPECTED_STATUSES = {
     "sustained 429": lambda arrived: Counter({429: arrived}),
@@ -122,20 +127,22 @@ def test_the_server_answered_as_the_fault_says(fault_run):
     assert EXPECTED_STATUSES[fault_run["fault"]](len(statuses)) == Counter(statuses)
 
 
-def test_the_run_exits_with_some_documents_failed(fault_run):
-    assert 1 == fault_run["code"]
+def test_the_run_exits_with_the_faults_code(fault_run):
+    assert EXPECTED_CODE[fault_run["fault"]] == fault_run["code"]
 
 
 def test_the_document_outcome_names_the_cause(fault_run):
     (outcome,) = fault_run["summary"]["documents"]
     cause = EXPECTED_CAUSE[fault_run["fault"]]
-    assert ("failed", "llm", True) == (outcome["status"], outcome["error_kind"],
-                                       cause in outcome["error"])
+    kind = EXPECTED_KIND[fault_run["fault"]][0]
+    assert ("failed", kind, True) == (outcome["status"], outcome["error_kind"],
+                                      cause in outcome["error"])
 
 
 def test_the_failure_is_printed_with_its_cause(fault_run):
-    (line,) = fault_run["err"].strip().splitlines()
-    assert (True, True) == (line.startswith(f"propdex: {fault_run['source']}: failed: LLMError: "),
+    line = fault_run["err"].strip().splitlines()[0]
+    error_class = EXPECTED_KIND[fault_run["fault"]][1]
+    assert (True, True) == (line.startswith(f"propdex: {fault_run['source']}: failed: {error_class}: "),
                             EXPECTED_CAUSE[fault_run["fault"]] in line)
 
 

@@ -304,13 +304,14 @@ def test_retries_stop_after_llm_max_attempts(make_backend, scripted_server):
     assert (LLMError, 3) == (type(caught.value), scripted_server.calls())
 
 
-def test_a_connection_error_is_an_llm_error(scripted_server):
+def test_a_refused_connection_is_an_llm_error_naming_the_server(scripted_server):
     settings = scripted_settings(scripted_server, llm_max_attempts=2)
     backend = OpenAIBackend(settings.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1"}))
     with pytest.raises(LLMError) as caught:
         backend.propositions(CHUNK, title=TITLE, section=None)
     backend.close()
-    assert "failed after 2 attempts: could not connect" in str(caught.value)
+    assert ("server http://127.0.0.1:9/v1 is unreachable: propositions request could not "
+            "connect in 2 attempt(s)") in str(caught.value)
 
 
 @pytest.mark.parametrize("fault", [malformed, truncated, empty], ids=["malformed", "truncated", "empty"])

@@ -71,6 +71,7 @@ class ChunkingRequests(SharedClientUser):
             send, what=what, model=self.model, base_url=self.base_url, secret=self._secret,
             max_attempts=self.settings.llm_max_attempts,
             backoff_max=self.settings.llm_backoff_max, timeout=self.settings.llm_timeout,
+            unreachable_cooldown=self.settings.llm_unreachable_cooldown_s,
         )
 
     def copy(self, messages: list[dict[str, str]], chars: int) -> CopyAnswer:

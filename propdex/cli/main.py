@@ -45,7 +45,8 @@ exit codes:
   0    success, or nothing to do
   1    some documents failed (each is printed with its reason), or a path names nothing
   2    usage error, a path refused by PROPDEX_ALLOWED_ROOTS, or no index at --db
-  3    an LLM configuration error (bad key, unknown model) stopped the run
+  3    an LLM configuration error (bad key, unknown model) or an unreachable LLM or
+       embeddings server stopped the run
   4    storage error (a read-only or full database, a damaged table)
   5    `propdex verify` found the tables disagreeing
   130  interrupted (Ctrl-C)

@@ -87,6 +87,7 @@ class OpenAIEmbedder(SharedClientUser, Embedder):
             max_attempts=self.settings.llm_max_attempts,
             backoff_max=self.settings.llm_backoff_max,
             timeout=self.settings.llm_timeout,
+            unreachable_cooldown=self.settings.llm_unreachable_cooldown_s,
         )
         items = sorted(response.data, key=lambda item: item.index)
         if len(items) != len(batch):

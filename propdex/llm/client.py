@@ -4,8 +4,9 @@ One retry layer: the openai client's own retries are off (``max_retries=0``) and
 retries transient failures (429 honouring Retry-After, 5xx, 408/409, timeouts, connection
 errors) with capped exponential backoff and full jitter. Errors that no retry can fix (400,
 401, 403, 404, 422) raise ``LLMConfigurationError`` at once so the run stops on the first
-one. Invalid answers get exactly one repair round; after that ``LLMOutputError``. Scores are
-never made up.
+one. A server no connection could be made to through a request's retries is marked
+unreachable (propdex.llm.unreachable): the requests after it fail at once. Invalid answers
+get exactly one repair round; after that ``LLMOutputError``. Scores are never made up.
 
 Secrets: the API key goes to the openai client and is otherwise kept only to scrub it from
 every message this module builds (with anything else shaped like an OpenAI key); openai's
@@ -38,7 +39,9 @@ from propdex.errors import (
     LLMConfigurationError,
     LLMError,
     LLMOutputError,
+    LLMServerUnreachableError,
 )
+from propdex.llm import unreachable
 from propdex.llm.context_window import (
     context_window,
     is_context_overflow,
@@ -230,6 +233,23 @@ def configuration_error(
     return LLMConfigurationError(scrub(message, secret))
 
 
+def connect_failure(error: BaseException) -> str | None:
+    """Why no connection to the server could be made (refused, no such host, connect timeout),
+    or None for every other failure: a server that answered or accepted the connection is there."""
+    if not isinstance(error, openai.APIConnectionError):
+        return None
+    # The HTTP layer's exception, by name: openai 1.x raises httpx's, later versions httpx2's,
+    # whose classes are named alike (a read timeout is ReadTimeout, a dropped answer
+    # RemoteProtocolError: a server that is there).
+    cause = error.__cause__
+    names = {cls.__name__ for cls in type(cause).__mro__} if cause is not None else set()
+    if "ConnectTimeout" in names:
+        return "connect timeout"
+    if "ConnectError" in names:
+        return str(cause) or "connection failed"
+    return None
+
+
 def call_with_retries(
     send: Callable[[], T],
     *,
@@ -240,11 +260,41 @@ def call_with_retries(
     max_attempts: int,
     backoff_max: float,
     timeout: float,
+    unreachable_cooldown: float,
 ) -> T:
     """``send()`` with the retry policy; openai errors become propdex errors. No attempt
     starts once the run is cancelled (propdex.stopping), and an attempt that fails meanwhile,
-    as the requests the stop cuts do, is RunStoppedError: not retried."""
+    as the requests the stop cuts do, is RunStoppedError: not retried. A server known to be
+    unreachable fails the request at once (propdex.llm.unreachable); one found unreachable by
+    this request's retries is marked so for ``unreachable_cooldown`` seconds."""
+    admission = unreachable.admit(base_url)
+    token = object()  # this request, should it become the server's probe
+    try:
+        result = _retried(send, what=what, model=model, base_url=base_url, secret=secret,
+                          # A trial after the cooldown decides the mark with one attempt.
+                          max_attempts=1 if admission.trial else max_attempts,
+                          backoff_max=backoff_max, timeout=timeout,
+                          unreachable_cooldown=unreachable_cooldown, trial=admission.trial,
+                          token=token)
+    except LLMServerUnreachableError:
+        raise  # the mark stands, renewed or set by another request
+    except LLMError:
+        unreachable.end_trial(admission, answered=True)
+        raise
+    except BaseException:
+        unreachable.end_trial(admission, answered=False)
+        raise
+    finally:
+        unreachable.end_probe(base_url, token)
+    unreachable.end_trial(admission, answered=True)
+    return result
 
+
+def _retried(
+    send: Callable[[], T], *, what: str, model: str, base_url: str, secret: str,
+    max_attempts: int, backoff_max: float, timeout: float, unreachable_cooldown: float,
+    trial: bool, token: object,
+) -> T:
     def log_retry(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         reason = describe_failure(error, timeout) if error else "?"
@@ -266,11 +316,16 @@ def call_with_retries(
 
     def attempt() -> T:
         check_not_stopped(what)
+        if not trial:  # another request may have found the server gone meanwhile
+            unreachable.check_reachable(base_url)
         try:
             return send()
-        except Exception:
+        except Exception as error:
             if run_is_stopping():
                 raise cut_off_error(what) from None
+            if not trial and connect_failure(error) is not None:
+                # One request retries a server that refused it; the others wait for its verdict.
+                unreachable.await_probe(base_url, token, run_is_stopping)
             raise
 
     try:
@@ -288,6 +343,13 @@ def call_with_retries(
         raise LLMError(scrub(message, secret)) from None
     except (openai.APIConnectionError, UnreadableResponse) as error:
         attempts = retrying.statistics.get("attempt_number", 1)
+        if (cause := connect_failure(error)) is not None:
+            message = (f"server {display_url(base_url)} is unreachable: {what} could not "
+                       f"connect in {attempts} attempt(s) ({cause}); its requests fail at once "
+                       f"for the next {unreachable_cooldown:g} s: is the server running, and "
+                       "is the base URL right?")
+            raise unreachable.mark_unreachable(base_url, scrub(message, secret),
+                                               unreachable_cooldown) from None
         reason = describe_failure(error, timeout)
         message = f"{what} failed after {attempts} attempts: {reason} ({display_url(base_url)})"
         raise LLMError(scrub(message, secret)) from None
@@ -531,6 +593,7 @@ class LLMClient(SharedClientUser):
                 max_attempts=self.settings.llm_max_attempts,
                 backoff_max=self.settings.llm_backoff_max,
                 timeout=self.settings.llm_timeout,
+                unreachable_cooldown=self.settings.llm_unreachable_cooldown_s,
             )
             self._record(step, mode, sent_cap, cap_field, completion, time.perf_counter() - started)
             return Sent(completion, mode, sent_cap, cap_field)

@@ -8,7 +8,9 @@ the deterministic checks reject twice (a placeholder title, an off-topic summary
 ``propdex.checks.context``; the client asks once for a repair). The fallback is
 named in ``DocumentContext.fallback`` (the documents row and the run report show it), is
 never cached, and the planner retries the document on the next run. A configuration error
-(bad key, unknown model) still stops the run.
+(bad key, unknown model) still stops the run, and so does a server found unreachable
+(LLMServerUnreachableError): no offline answer is made for a document whose propositions
+would fail at once.
 """
 
 from __future__ import annotations

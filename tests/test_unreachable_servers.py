@@ -143,6 +143,21 @@ def test_a_server_that_answers_badly_or_slowly_is_not_marked(fault, scripted_ser
     assert (LLMError, 2, (2, 384)) == (type(error), retries.count, after.shape)
 
 
+def test_a_request_that_failed_after_the_mark_takes_the_marks_error_not_a_new_probe():
+    # Sent before another request's retries marked the server, refused after: it must not
+    # start paying retries of its own as a new probe.
+    from propdex.llm import unreachable
+
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    unreachable.mark_unreachable(url, f"server {url} is unreachable", cooldown=60)
+    try:
+        unreachable.await_probe(url, object(), lambda: False)
+        outcome = "became the probe"
+    except LLMServerUnreachableError as error:
+        outcome = str(error)
+    assert f"server {url} is unreachable" == outcome
+
+
 # --------------------------------------------------------------------------- whole runs
 
 DOCUMENTS = 6

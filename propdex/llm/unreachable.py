@@ -110,7 +110,9 @@ def await_probe(base_url: str, token: object, stopping: Callable[[], bool]) -> N
     server's probe, else wait for the probe's end (or ``stopping()``) and raise the mark's
     error when the probe marked the server."""
     with _lock:
-        if _probes.setdefault(base_url, token) is token:
+        # Sent before the probe marked the server, failed after it: the mark answers it,
+        # rather than a new probe's retries.
+        if base_url not in _marks and _probes.setdefault(base_url, token) is token:
             return
         while base_url in _probes and base_url not in _marks and not stopping():
             _probe_ended.wait(WAIT_POLL_SECONDS)

@@ -18,6 +18,7 @@ again. `dask`: PROPDEX_DASK_ADDRESS=local (2 workers); `dask-ext`: a `dask sched
 from __future__ import annotations
 
 import argparse
+import calendar
 import collections
 import json
 import subprocess
@@ -75,6 +76,58 @@ def start_dask_cluster(stack, repo: Path) -> str:
     return f"tcp://127.0.0.1:{port}"
 
 
+def process_group(pgid: int) -> dict[int, str]:
+    """Processes of one process group: pid -> "<state> <command line>" (state Z: a zombie)."""
+    members = {}
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            state, _, group = (process / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            if int(group) != pgid:
+                continue
+            args = (process / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (OSError, ValueError):  # ended meanwhile, or another user's
+            continue
+        members[int(process.name)] = f"{state} {args[:90]}"
+    return members
+
+
+def cancel_timeline(client, run_id, pgid: int, worker_log: Path, started: float,
+                    started_wall: float, timeout: float = 600):
+    """Poll the run's state and its process group until the run is final: each change as
+    [seconds after the cancel, what], and the worker's log lines about the cancel."""
+    events, last_state, last_group = [], None, None
+    deadline = started + timeout
+    while time.monotonic() < deadline:
+        run = client.read_flow_run(run_id)
+        seconds = round(time.monotonic() - started, 2)
+        if run.state and run.state.name != last_state:
+            last_state = run.state.name
+            events.append([seconds, f"run {last_state}"])
+        group = process_group(pgid)
+        if group != last_group:
+            events.append([seconds, f"group {sorted(group.values()) or 'empty'}"])
+            last_group = group
+        if run.state and run.state.is_final():
+            break
+        time.sleep(0.25)
+    else:
+        raise TimeoutError(f"run {run_id} not final {timeout} s after the cancel")
+    lines = []
+    for line in worker_log.read_text(errors="replace").splitlines():
+        stamp = line[:12]
+        if not any(w in line.lower() for w in ("cancel", "kill", "terminat", "signal", "exit")):
+            continue
+        try:
+            clock = time.strptime(time.strftime("%Y-%m-%d ", time.gmtime(started_wall)) + stamp[:8],
+                                  "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            continue
+        at = calendar.timegm(clock) + float("0" + stamp[8:12]) - started_wall
+        if at > -1:
+            lines.append([round(at, 2), line[12:200]])
+    return run, events, lines
+
+
 def state_counts(client, run_id) -> dict[str, int]:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
@@ -84,7 +137,7 @@ def state_counts(client, run_id) -> dict[str, int]:
         for run in runs).items()))
 
 
-def measure(when: str, runner: str, out: Path, repo: Path) -> dict:
+def measure(when: str, runner: str, out: Path, repo: Path, quick: bool = False) -> dict:
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.states import Cancelling
 
@@ -132,16 +185,21 @@ def measure(when: str, runner: str, out: Path, repo: Path) -> dict:
                          what="two held requests", alive=stack.check_alive)
             time.sleep(2)
             result["requests_at_cancel"] = len(llm.requests)
-            started = time.monotonic()
+            pgid = int(client.read_flow_run(run.id).infrastructure_pid.rsplit(":", 1)[-1])
+            started, started_wall = time.monotonic(), time.time()
             client.set_flow_run_state(run.id, Cancelling(), force=True)
             result["states_at_cancel"] = state_counts(client, run.id)
-            done = wait_for(lambda: final(run.id), timeout=600, what="the run to end",
-                            alive=stack.check_alive)
+            done, result["timeline"], result["worker_log"] = cancel_timeline(
+                client, run.id, pgid, stack.home / "worker.log", started, started_wall)
             result["cancel_seconds"] = round(time.monotonic() - started, 1)
             result["flow_state"] = done.state.name
             result["states_at_final"] = state_counts(client, run.id)
             result["requests_at_final"] = len(llm.requests)
             llm.release()
+            if quick:
+                llm.latency_ms = 0
+                llm.release()
+                return result
             for seconds in (60, 120):
                 time.sleep(max(0.0, seconds - (time.monotonic() - started)))
                 result[f"states_after_{seconds}s"] = state_counts(client, run.id)
@@ -172,9 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="folder for the sources, index and server files")
     parser.add_argument("--repo", type=Path, default=REPOSITORY,
                         help="checkout whose prefect.yaml is deployed (default: this one)")
+    parser.add_argument("--quick", action="store_true",
+                        help="stop once the run is final: no later states, verify or next run")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPOSITORY))
-    result = measure(args.when, args.runner, args.out.resolve(), args.repo.resolve())
+    result = measure(args.when, args.runner, args.out.resolve(), args.repo.resolve(), args.quick)
     print(json.dumps(result, indent=1))
     return 0
 

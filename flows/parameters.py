@@ -18,6 +18,9 @@ LLMChoice = Literal["default", "offline", "openai"]
 ChunkerChoice = Literal["default", "fixed", "recursive", "passages", "semantic", "llm"]
 EmbedderChoice = Literal["default", "minilm", "openai"]
 PdfReaderChoice = Literal["default", "layout", "fast"]
+# A yes/no setting with its fallback as a third choice: a checkbox has no "not set".
+SwitchChoice = Literal["default", "on", "off"]
+SWITCH_VALUES = {"on": True, "off": False}
 
 
 def form_label(title: str) -> FieldInfo:
@@ -29,17 +32,22 @@ def form_label(title: str) -> FieldInfo:
     return Field(json_schema_extra={"title": title})
 
 
-def plain_number_input(schema: dict[str, Any]) -> None:
-    """Show an optional number as a plain number box in the run form.
+def plain_input(schema: dict[str, Any]) -> None:
+    """Show an optional number or text as a plain number or text box in the run form.
 
-    ``int | None`` becomes ``anyOf: [integer, null]``, which the Prefect UI renders behind an
-    int/None switch to flip before typing. Schema-wise the field is an integer without a
-    default: the form shows an empty box and leaves the field out of the run's parameters
-    while it stays empty, and the model still reads a missing field as None (PROPDEX_*
-    variables, then propdex's default)."""
-    [number] = [option for option in schema.pop("anyOf") if option.get("type") != "null"]
-    schema.update(number)
+    ``int | None`` becomes ``anyOf: [integer, null]`` (``str | None``: ``[string, null]``),
+    which the Prefect UI renders behind a type switch to flip before typing. Schema-wise the
+    field is an integer (a string) without a default: the form shows an empty box and leaves
+    the field out of the run's parameters while it stays empty, and the model still reads a
+    missing field as None (PROPDEX_* variables, then propdex's default)."""
+    [value] = [option for option in schema.pop("anyOf") if option.get("type") != "null"]
+    schema.update(value)
     schema.pop("default", None)
+
+
+def blank_is_none(value: object) -> object:
+    """A text box cleared to spaces means "not set", like one left empty."""
+    return None if isinstance(value, str) and not value.strip() else value
 
 
 class IngestOptions(BaseModel):
@@ -52,42 +60,47 @@ class IngestOptions(BaseModel):
         DEFAULT, title="LLM backend",
         description="default: openai when PROPDEX_LLM_BASE_URL is set, else offline (rules, no model).",
     )
-    llm_model: str | None = Field(None, title="LLM model", description="Model for every LLM step.")
+    llm_model: str | None = Field(
+        None, title="LLM model",
+        description="Model for every LLM step; empty: PROPDEX_LLM_MODEL, else gpt-4o-mini.",
+        json_schema_extra=plain_input,
+    )
     chunk_size: int | None = Field(
         None, ge=50, title="Chunk size (characters)", description="Target chunk length; default 800.",
-        json_schema_extra=plain_number_input,
+        json_schema_extra=plain_input,
     )
     chunk_overlap: int | None = Field(
         None, ge=0, title="Chunk overlap (characters)",
         description="Characters shared with the previous chunk; default 0.",
-        json_schema_extra=plain_number_input,
+        json_schema_extra=plain_input,
     )
     chunker: ChunkerChoice = Field(
         DEFAULT, title="Chunker", description="Chunking method; default recursive (llm needs an LLM)."
     )
-    sectioning: bool | None = Field(
-        None, title="Semantic sectioning",
-        description="Divide documents into titled semantic sections before chunking; default off.",
+    sectioning: SwitchChoice = Field(
+        DEFAULT, title="Semantic sectioning",
+        description="Divide documents into titled semantic sections before chunking "
+                    "(default: PROPDEX_SECTIONING, else off).",
     )
     threshold: int | None = Field(
         None, ge=1, le=10, title="Pass threshold (1-10)",
         description="Minimum grade on all four criteria for a proposition to pass; default 7.",
-        json_schema_extra=plain_number_input,
+        json_schema_extra=plain_input,
     )
     embedder: EmbedderChoice = Field(
         DEFAULT, title="Embedder", description="default: local MiniLM (all-MiniLM-L6-v2)."
     )
     llm_concurrency: int | None = Field(
         None, ge=1, title="LLM requests in flight", description="Across the run; default 8.",
-        json_schema_extra=plain_number_input,
+        json_schema_extra=plain_input,
     )
     llm_rpm: int | None = Field(
         None, ge=0, title="LLM requests per minute", description="Across the run; 0 = unlimited (default).",
-        json_schema_extra=plain_number_input,
+        json_schema_extra=plain_input,
     )
     document_concurrency: int | None = Field(
         None, ge=1, title="Documents at once", description="Documents processed at once; default 4.",
-        json_schema_extra=plain_number_input,
+        json_schema_extra=plain_input,
     )
     metadata: dict[str, str | list[str]] | None = Field(
         None, title="Metadata",
@@ -113,15 +126,22 @@ class IngestOptions(BaseModel):
         "regions); fast: plain text lines, about a hundred times faster.",
     )
 
-    @field_validator("llm", "chunker", "embedder", "pdf_reader", mode="before")
+    @field_validator("llm", "chunker", "embedder", "pdf_reader", "sectioning", mode="before")
     @classmethod
     def _empty_is_default(cls, value: object) -> object:
-        # The CLI passes None for a flag left out; older saved parameters hold null.
+        # The CLI passes None for a flag left out; older saved parameters hold null (and
+        # true/false for sectioning, as does the CLI's --sectioning/--no-sectioning).
+        if isinstance(value, bool):
+            return "on" if value else "off"
         return DEFAULT if value is None else value
+
+    _blank_model = field_validator("llm_model", mode="before")(blank_is_none)
 
     def settings(self, db: str) -> Settings:
         values = {k: v for k, v in self.model_dump(exclude_none=True, exclude={"metadata"}).items()
                   if v != DEFAULT}
+        if "sectioning" in values:
+            values["sectioning"] = SWITCH_VALUES[values["sectioning"]]
         threshold = values.pop("threshold", None)
         if threshold is not None:
             for name in ("accuracy", "clarity", "completeness", "conciseness"):
@@ -152,8 +172,11 @@ class EvaluateOptions(BaseModel):
         description="Write an answer from each unit's top units and grade it 0-10 (needs an LLM).",
     )
     llm_model: str | None = Field(
-        None, title="LLM model", description="Model that writes and grades answers; default PROPDEX_LLM_MODEL."
+        None, title="LLM model", description="Model that writes and grades answers; default PROPDEX_LLM_MODEL.",
+        json_schema_extra=plain_input,
     )
+
+    _blank_model = field_validator("llm_model", mode="before")(blank_is_none)
 
     def settings(self, db: str) -> Settings:
         return Settings(db=db, **({"llm_model": self.llm_model} if self.llm_model else {}))

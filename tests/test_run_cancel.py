@@ -102,6 +102,44 @@ def test_stopping_the_workers_ends_a_busy_extraction_as_a_crash(long_pdf):
         outcome[0].reason, time.monotonic() - started < PROMPT_END_SECONDS)
 
 
+def test_no_extraction_worker_starts_once_the_run_is_stopped(long_pdf):
+    stop_run_work()
+    try:
+        with pytest.raises(RunStoppedError):
+            extract_isolated(long_pdf, Settings(pdf_reader="layout"))
+    finally:
+        allow_run_work()
+
+
+def test_a_document_waiting_for_a_slot_when_the_run_stops_is_not_extracted(long_pdf):
+    # One slot: the second document waits for it. Killing the first one's worker frees the
+    # slot; on a stop the second must not start a worker, which no SIGTERM would reach.
+    settings = Settings(pdf_reader="layout", extract_workers=1)
+    outcomes: dict[str, type[BaseException]] = {}
+
+    def extract(name: str) -> None:
+        try:
+            extract_isolated(long_pdf, settings)
+        except (ExtractionError, RunStoppedError) as exc:
+            outcomes[name] = type(exc)
+
+    threads = [threading.Thread(target=extract, args=(name,)) for name in ("first", "second")]
+    threads[0].start()
+    time.sleep(2)  # the first document has the slot and a worker
+    threads[1].start()
+    time.sleep(0.5)  # the second waits for the slot
+    stop_run_work()
+    started = time.monotonic()
+    try:
+        for thread in threads:
+            thread.join(60)
+    finally:
+        allow_run_work()
+
+    assert ({"first": ExtractionError, "second": RunStoppedError}, True) == (
+        outcomes, time.monotonic() - started < PROMPT_END_SECONDS)
+
+
 def test_no_llm_request_starts_once_the_run_is_stopped(scripted_server):
     backend = OpenAIBackend(scripted_settings(scripted_server))
     stop_run_work()

@@ -121,3 +121,29 @@ def test_a_number_box_left_empty_leaves_the_setting_to_the_environment(monkeypat
     # The form leaves an empty number box out of the run's parameters.
     monkeypatch.setenv("PROPDEX_CHUNK_SIZE", "500")
     assert 500 == IngestOptions.model_validate({}).settings("db").chunk_size
+
+
+@pytest.mark.parametrize(("flow", "model"), [(ingest, "IngestOptions"), (evaluate, "EvaluateOptions")])
+def test_the_llm_model_is_a_plain_text_box_without_a_type_switch(flow, model):
+    # anyOf [string, null] renders as a string/None switch; a default would fill the box.
+    prop = options_schema(flow, model)["llm_model"]
+    assert ("string", False, False) == (prop["type"], "anyOf" in prop, "default" in prop)
+
+
+@pytest.mark.parametrize("typed", ["", "   "])
+def test_an_llm_model_box_left_empty_leaves_the_model_to_the_environment(monkeypatch, typed):
+    monkeypatch.setenv("PROPDEX_LLM_MODEL", "qwen3")
+    options = {"llm_model": typed}
+    assert ("qwen3", "qwen3") == (IngestOptions.model_validate(options).settings("db").llm_model,
+                                  EvaluateOptions.model_validate(options).settings("db").llm_model)
+
+
+def test_sectioning_is_a_three_way_choice_the_ui_shows_as_a_drop_down():
+    prop = options_schema(ingest, "IngestOptions")["sectioning"]
+    assert (["default", "on", "off"], "string", "default", None) == (
+        prop["enum"], prop["type"], prop["default"], prop.get("anyOf"))
+
+
+def test_the_default_sectioning_choice_leaves_it_to_the_environment(monkeypatch):
+    monkeypatch.setenv("PROPDEX_SECTIONING", "true")
+    assert IngestOptions(sectioning="default").settings("db").sectioning

@@ -41,13 +41,14 @@ from multiprocessing.connection import Connection
 import propdex.errors as errors
 from propdex.deadlines import Deadline
 from propdex.embed.base import usable_cores
-from propdex.errors import DocumentTooLargeError, ExtractionError
+from propdex.errors import DocumentTooLargeError, ExtractionError, RunStoppedError
 from propdex.extract import PYMUPDF_SUFFIXES, extract_document
 from propdex.extract.options import ExtractionSettings, extraction_settings
 from propdex.extract.worker import TOO_LARGE, WorkerResult
 from propdex.ids import normalise_source
 from propdex.models import ExtractedDocument
 from propdex.settings import Settings
+from propdex.stopping import run_is_stopping
 
 MAX_IDLE_WORKERS = 4
 # Documents per slot extracted ahead of their tasks: enough to keep the workers busy while
@@ -122,7 +123,10 @@ def stop_workers() -> None:
     """Stop every extraction worker, busy ones too: each document they were extracting ends
     as a crashed extraction in the thread waiting for it. A run that is cancelled (from the
     Prefect UI) or interrupted calls this, so that its process can end at once instead of
-    when its last extraction would have finished."""
+    when its last extraction would have finished. Documents still waiting for a slot then
+    start no worker (``_not_stopped``): a slot freed by a killed worker would otherwise start
+    the next document's, which the runner's SIGTERM has already passed, and the process
+    would wait for that extraction until the runner's SIGKILL."""
     with _lock:
         workers, _idle[:] = list(_idle), []
         busy = list(_busy)
@@ -130,6 +134,12 @@ def stop_workers() -> None:
         worker.process.kill()  # the waiting thread stops it: closing its pipes here would race
     for worker in workers:
         worker.stop()
+    _slots.wake()
+
+
+def _not_stopped(source: str) -> None:
+    if run_is_stopping():
+        raise RunStoppedError(f"{source}: extraction not started, the run is being cancelled")
 
 
 def _exit_reason(code: int | None) -> str:
@@ -150,12 +160,19 @@ class _Slots:
         self._changed = threading.Condition()
 
     def take(self, limit: int, timeout: float | None) -> bool:
-        """Take a slot once fewer than ``limit`` are taken; False when ``timeout`` passed first."""
+        """Take a slot once fewer than ``limit`` are taken; False when ``timeout`` passed first,
+        or once the run is stopping (the caller then checks ``run_is_stopping``)."""
         with self._changed:
-            if not self._changed.wait_for(lambda: self._busy < limit, timeout):
+            if not self._changed.wait_for(lambda: self._busy < limit or run_is_stopping(),
+                                          timeout) or run_is_stopping():
                 return False
             self._busy += 1
             return True
+
+    def wake(self) -> None:
+        """Let the threads waiting for a slot see that the run is stopping."""
+        with self._changed:
+            self._changed.notify_all()
 
     def give_back(self) -> None:
         with self._changed:
@@ -211,6 +228,7 @@ def _extract_in_slot(source: str, settings: Settings, timeout: float | None,
                      early: _Early | None = None) -> WorkerResult | None:
     started = time.monotonic()
     if not _slots.take(extraction_slots(settings), timeout):
+        _not_stopped(source)
         return None
     try:
         left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
@@ -226,7 +244,15 @@ def _extract_in_worker(source: str, settings: Settings, timeout: float | None,
         _release(worker)  # dropped before it started
         return None
     with _lock:
-        _busy.add(worker)
+        # Under the lock stop_workers takes: a worker is either killed by it or never used.
+        stopped = run_is_stopping()
+        if not stopped:
+            _busy.add(worker)
+    if stopped:
+        worker.stop()
+        if early is not None:
+            early.detach()
+        _not_stopped(source)
     try:
         worker.requests.send((source, extraction_settings(settings)))
         if not worker.answers.poll(timeout):

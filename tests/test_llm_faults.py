@@ -11,8 +11,6 @@ full-text mode because the embeddings endpoint is the faulty server too.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import threading
 import time
@@ -21,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from propdex.cli import main
+from tests.cli_capture import run_cli
 from tests.scripted_fixtures import scripted_environment
 from tests.scripted_server import ScriptedServer, hang, rate_limited, reply
 
@@ -79,12 +77,6 @@ EXPECTED_STATUSES = {
     "server disappears": lambda arrived: Counter({200: ANSWERED, 0: arrived - ANSWERED}),
 }
 
-
-def run_cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module", params=sorted(FAULTS))

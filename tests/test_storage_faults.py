@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from propdex.cli import main
+from tests.cli_capture import run_cli
 
 pytestmark = pytest.mark.prefect
 
@@ -68,13 +67,6 @@ def fill(folder: Path, leave: int) -> Path:
         os.posix_fallocate(out.fileno(), 0, stats.f_bavail * stats.f_frsize - leave)
     return filler
 
-
-def run_cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    # capsys is function-scoped: the module's shared scenarios capture output themselves.
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def read_only(mount: Path, docs: Path) -> None:

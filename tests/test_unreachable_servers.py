@@ -5,8 +5,6 @@ that port); a 5xx or a read timeout marks nothing."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import logging
 import socket
@@ -17,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from propdex.cli import main
 from propdex.embed.openai_embed import OpenAIEmbedder
 from propdex.errors import LLMError, LLMServerUnreachableError
 from propdex.llm.openai_backend import OpenAIBackend
 from propdex.settings import Settings
+from tests.cli_capture import run_cli
 from tests.scripted_fixtures import scripted_environment, scripted_settings
 from tests.scripted_server import ScriptedServer, hang, server_error
 
@@ -163,12 +161,6 @@ def test_a_request_that_failed_after_the_mark_takes_the_marks_error_not_a_new_pr
 DOCUMENTS = 6
 MAX_ATTEMPTS = 3
 
-
-def run_cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def write_documents(folder: Path, version: str) -> None:

@@ -1,0 +1,125 @@
+"""An index written by an older propdex, read and re-ingested by this one.
+
+The "old" index is written here through LanceDB and pyarrow directly, from the description in
+OLD_RELEASE: the tables with the columns the first releases had (none of the columns added
+since), rows as those releases wrote them. No old code runs at test time.
+"""
+
+from __future__ import annotations
+
+import json
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import propdex.settings as settings_module
+from propdex.ids import doc_id_for, sha256_file
+from propdex.pipeline.plan import plan_sources
+from propdex.runtime import backend_for
+from propdex.settings import Settings
+from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS, schema_for
+
+DIM = 8
+
+# What an index of the 2026-11-24 release (7dd9ba8) holds: the columns each table lacked
+# then, and the values its rows carried.
+OLD_RELEASE = {
+    "missing_columns": {
+        DOCUMENTS: ["metadata", "meta", "object_etag", "object_size", "pdf_reader",
+                    "layout_fallback_pages", "checks_rejected", "found_at"],
+        CHUNKS: ["meta", "boxes"],
+        PROPOSITIONS: ["meta", "boxes", "reject_reason"],
+    },
+    "embed_model": "all-MiniLM-L6-v2",
+    "llm_model": "offline-rules",
+    "run_id": "old-run",
+}
+
+
+def old_schema(name: str) -> pa.Schema:
+    missing = OLD_RELEASE["missing_columns"][name]
+    schema = schema_for(name, DIM)
+    return pa.schema([f for f in schema if f.name not in missing])
+
+
+def unit_vector(seed: int) -> list[float]:
+    vector = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def old_rows(path, settings: Settings, *, embed_model: str) -> dict[str, list[dict]]:
+    """One indexed document of ``path`` as the old release stored it: one chunk, one
+    proposition, under the fingerprint ``settings`` give it."""
+    source = str(path)
+    doc_id = doc_id_for(source)
+    versions = backend_for(settings).prompt_versions()
+    pdf = source.endswith(".pdf")
+    text = path.read_bytes().decode("latin-1")
+    run = OLD_RELEASE["run_id"]
+    shared = {"doc_id": doc_id, "source": source, "content_sha256": sha256_file(source),
+              "run_id": run, "embed_model": embed_model}
+    document = {
+        **shared, "kind": "pdf" if pdf else "text", "text": text, "title": path.stem,
+        "summary": text[:40], "page_count": 1, "status": "indexed", "chunk_count": 1,
+        "proposition_count": 1, "passed_count": 1, "chunk_failures": 0,
+        "llm_model": OLD_RELEASE["llm_model"], "prompt_versions": json.dumps(versions),
+        "pipeline_version": settings.fingerprint(versions, pymupdf=pdf), "last_run_id": run,
+    }
+    chunk = {**shared, "chunk_id": f"{doc_id}:c0", "ordinal": 0, "text": text,
+             "header": path.stem, "page_start": 1, "page_end": 1, "char_start": 0,
+             "char_end": len(text), "vector": unit_vector(len(source))}
+    proposition = {**shared, "prop_id": f"{doc_id}:p0", "chunk_id": chunk["chunk_id"],
+                   "ordinal": 0, "text": text, "accuracy": 9, "clarity": 9, "completeness": 9,
+                   "conciseness": 9, "passed": True, "page_start": 1, "page_end": 1,
+                   "llm_model": OLD_RELEASE["llm_model"], "prompt_version": "p1",
+                   "vector": unit_vector(len(source) + 1)}
+    return {DOCUMENTS: [document], CHUNKS: [chunk], PROPOSITIONS: [proposition]}
+
+
+def write_old_index(db, files, settings: Settings, *,
+                    embed_model: str = OLD_RELEASE["embed_model"]) -> None:
+    """The old release's three tables holding ``files``, with its full-text indexes."""
+    rows: dict[str, list[dict]] = {DOCUMENTS: [], CHUNKS: [], PROPOSITIONS: []}
+    for path in files:
+        for name, table_rows in old_rows(path, settings, embed_model=embed_model).items():
+            rows[name].extend(table_rows)
+    connection = lancedb.connect(str(db))
+    for name, table_rows in rows.items():
+        schema = old_schema(name)
+        table = connection.create_table(name, pa.Table.from_pylist(table_rows, schema=schema))
+        if name != DOCUMENTS:
+            table.create_index("text", config=lancedb.index.FTS())
+
+
+@pytest.fixture
+def sources(tmp_path):
+    """A folder with a PDF (only its bytes matter to the planner) and a Markdown note."""
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    (folder / "paper.pdf").write_bytes(b"%PDF-1.4 a paper about the levels of AGI")
+    (folder / "notes.md").write_text("# Notes\n\nThe index is rebuilt every Monday.\n")
+    return folder
+
+
+def planned(folder, settings: Settings) -> tuple[dict[str, str], list[str]]:
+    """The planner's verdict on ``folder``: file name -> reason to process, unchanged names."""
+    plan = plan_sources([str(folder)], settings, force=False, prune=True)
+    name = lambda source: source.rsplit("/", 1)[-1]  # noqa: E731
+    return ({name(i.source): i.reason for i in plan.to_process},
+            sorted(name(s) for s in plan.unchanged))
+
+
+def test_a_change_to_pdf_reading_reprocesses_pdfs_and_leaves_text_files(
+        tmp_path, sources, monkeypatch):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", sorted(sources.iterdir()), settings)
+    monkeypatch.setattr(settings_module, "PDF_READER_VERSION", 1)  # the release after
+    assert ({"paper.pdf": "settings changed"}, ["notes.md"]) == planned(sources, settings)
+
+
+def test_an_old_index_under_this_releases_settings_is_unchanged(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", sorted(sources.iterdir()), settings)
+    assert ({}, ["notes.md", "paper.pdf"]) == planned(sources, settings)

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pytest
 
 import propdex.settings as settings_module
+from propdex.api import open_index
+from propdex.errors import EmbedderMismatchError
 from propdex.ids import doc_id_for, sha256_file
 from propdex.pipeline.plan import plan_sources
 from propdex.runtime import backend_for
@@ -123,3 +125,37 @@ def test_an_old_index_under_this_releases_settings_is_unchanged(tmp_path, source
     settings = Settings(db=str(tmp_path / "db"), llm="offline")
     write_old_index(tmp_path / "db", sorted(sources.iterdir()), settings)
     assert ({}, ["notes.md", "paper.pdf"]) == planned(sources, settings)
+
+
+def test_a_vector_search_with_another_embedder_than_the_indexs_names_both(tmp_path, sources):
+    # Built with PROPDEX_EMBEDDER=e5-small, searched without it: MiniLM's vectors have the
+    # same 384 dimensions, so nothing else would tell the scores are meaningless.
+    db = tmp_path / "db"
+    write_old_index(db, sorted(sources.iterdir()), Settings(db=str(db), llm="offline"),
+                    embed_model="multilingual-e5-small-q4")
+    reader = open_index(str(db))
+    with pytest.raises(EmbedderMismatchError) as raised:
+        reader.search("When is the index rebuilt?", mode="vector")
+    assert (f"the index at {db} holds documents embedded with another model than this "
+            "search's 'all-MiniLM-L6-v2-int8' (2 with 'multilingual-e5-small-q4' of 2)"
+            ) == str(raised.value).split(": their vectors")[0]
+
+
+def test_an_fp32_minilm_index_is_searched_by_this_releases_int8_minilm(tmp_path, sources):
+    # 7dd9ba8 embedded documents in fp32 ("all-MiniLM-L6-v2"); int8 documents are searched
+    # with fp32 queries anyway, so the old vectors stay comparable.
+    db = tmp_path / "db"
+    files = sorted(sources.iterdir())
+    write_old_index(db, files, Settings(db=str(db), llm="offline"))
+    near_notes = np.array(unit_vector(len(str(files[0]))), dtype=np.float32)
+    hits = open_index(str(db)).search("Monday", mode="vector", level="chunks", k=1,
+                                      query_vector=lambda: near_notes)
+    assert ["notes.md"] == [h.source.rsplit("/", 1)[-1] for h in hits]
+
+
+def test_a_full_text_search_of_an_index_of_another_embedder_answers(tmp_path, sources):
+    db = tmp_path / "db"
+    write_old_index(db, sorted(sources.iterdir()), Settings(db=str(db), llm="offline"),
+                    embed_model="multilingual-e5-small-q4")
+    hits = open_index(str(db)).search("rebuilt every Monday", mode="fts", level="chunks")
+    assert ["notes.md"] == [h.source.rsplit("/", 1)[-1] for h in hits]

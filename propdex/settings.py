@@ -394,7 +394,13 @@ class Settings(BaseSettings):
         """Hash of every setting that changes stored outputs (issue: incremental re-ingest):
         of a document PyMuPDF reads (PDF, EPUB, XPS, MOBI, FB2), or with ``pymupdf`` off, of
         a text or Markdown file, which the PDF reader does not change."""
-        relevant = {
+        return fingerprint_of(self.fingerprint_parts(prompt_versions, pymupdf=pymupdf))
+
+    def fingerprint_parts(self, prompt_versions: dict[str, str], *, pymupdf: bool = True,
+                          ) -> dict[str, object]:
+        """What ``fingerprint`` hashes, part by part: documents keep it, so that a run can
+        name what changed (propdex.pipeline.plan.what_changed)."""
+        relevant: dict[str, object] = {
             "pipeline": PIPELINE_VERSION,
             "checks": CHECKS_VERSION,
             "proposition_checks": PROPOSITION_CHECKS_VERSION,
@@ -414,8 +420,7 @@ class Settings(BaseSettings):
             relevant["pdf_reader"] = self.pdf_reader
         if pymupdf and PDF_READER_VERSION:
             relevant["pdf_reader_version"] = PDF_READER_VERSION
-        blob = json.dumps(relevant, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return relevant
 
     def _embed_reading(self) -> list[str]:
         """How the local embedder reads long texts. The ONNX runtime reads them whole, in
@@ -447,3 +452,9 @@ class Settings(BaseSettings):
         if self.sectioning:
             extra["sectioning"] = load_prompt("sectioning").version if self.llm_backend == "openai" else "outline-v1"
         return extra
+
+
+def fingerprint_of(parts: dict[str, object]) -> str:
+    """The pipeline fingerprint of ``Settings.fingerprint_parts``."""
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

@@ -20,7 +20,7 @@ from propdex.errors import EmbedderMismatchError
 from propdex.ids import doc_id_for, sha256_file
 from propdex.pipeline.plan import plan_sources
 from propdex.runtime import backend_for
-from propdex.settings import Settings
+from propdex.settings import Settings, fingerprint_of
 from propdex.store.schema import CHUNKS, DOCUMENTS, PROPOSITIONS, schema_for
 
 DIM = 8
@@ -30,7 +30,7 @@ DIM = 8
 OLD_RELEASE = {
     "missing_columns": {
         DOCUMENTS: ["metadata", "meta", "object_etag", "object_size", "pdf_reader",
-                    "layout_fallback_pages", "checks_rejected", "found_at"],
+                    "layout_fallback_pages", "checks_rejected", "found_at", "pipeline_parts"],
         CHUNKS: ["meta", "boxes"],
         PROPOSITIONS: ["meta", "boxes", "reject_reason"],
     },
@@ -38,10 +38,12 @@ OLD_RELEASE = {
     "llm_model": "offline-rules",
     "run_id": "old-run",
 }
+# An index of this release's columns.
+THIS_RELEASE = {**OLD_RELEASE, "missing_columns": {DOCUMENTS: [], CHUNKS: [], PROPOSITIONS: []}}
 
 
-def old_schema(name: str) -> pa.Schema:
-    missing = OLD_RELEASE["missing_columns"][name]
+def old_schema(name: str, release: dict = OLD_RELEASE) -> pa.Schema:
+    missing = release["missing_columns"][name]
     schema = schema_for(name, DIM)
     return pa.schema([f for f in schema if f.name not in missing])
 
@@ -51,13 +53,16 @@ def unit_vector(seed: int) -> list[float]:
     return (vector / np.linalg.norm(vector)).tolist()
 
 
-def old_rows(path, settings: Settings, *, embed_model: str) -> dict[str, list[dict]]:
+def old_rows(path, settings: Settings, *, embed_model: str, parts: dict | None = None,
+             prompts: dict | None = None) -> dict[str, list[dict]]:
     """One indexed document of ``path`` as the old release stored it: one chunk, one
-    proposition, under the fingerprint ``settings`` give it."""
+    proposition, under the fingerprint ``settings`` give it, with ``parts`` of it changed
+    and ``prompts`` (step -> version) recorded instead of this release's."""
     source = str(path)
     doc_id = doc_id_for(source)
-    versions = backend_for(settings).prompt_versions()
+    versions = {**backend_for(settings).prompt_versions(), **(prompts or {})}
     pdf = source.endswith(".pdf")
+    fingerprint_parts = {**settings.fingerprint_parts(versions, pymupdf=pdf), **(parts or {})}
     text = path.read_bytes().decode("latin-1")
     run = OLD_RELEASE["run_id"]
     shared = {"doc_id": doc_id, "source": source, "content_sha256": sha256_file(source),
@@ -67,7 +72,8 @@ def old_rows(path, settings: Settings, *, embed_model: str) -> dict[str, list[di
         "summary": text[:40], "page_count": 1, "status": "indexed", "chunk_count": 1,
         "proposition_count": 1, "passed_count": 1, "chunk_failures": 0,
         "llm_model": OLD_RELEASE["llm_model"], "prompt_versions": json.dumps(versions),
-        "pipeline_version": settings.fingerprint(versions, pymupdf=pdf), "last_run_id": run,
+        "pipeline_version": fingerprint_of(fingerprint_parts), "last_run_id": run,
+        "pipeline_parts": json.dumps(fingerprint_parts),
     }
     chunk = {**shared, "chunk_id": f"{doc_id}:c0", "ordinal": 0, "text": text,
              "header": path.stem, "page_start": 1, "page_end": 1, "char_start": 0,
@@ -80,17 +86,21 @@ def old_rows(path, settings: Settings, *, embed_model: str) -> dict[str, list[di
     return {DOCUMENTS: [document], CHUNKS: [chunk], PROPOSITIONS: [proposition]}
 
 
-def write_old_index(db, files, settings: Settings, *,
-                    embed_model: str = OLD_RELEASE["embed_model"]) -> None:
-    """The old release's three tables holding ``files``, with its full-text indexes."""
+def write_old_index(db, files, settings: Settings, *, release: dict = OLD_RELEASE,
+                    embed_model: str = OLD_RELEASE["embed_model"], **changes) -> None:
+    """The old ``release``'s three tables holding ``files``, with its full-text indexes;
+    ``changes``: ``parts`` and ``prompts`` of old_rows."""
     rows: dict[str, list[dict]] = {DOCUMENTS: [], CHUNKS: [], PROPOSITIONS: []}
     for path in files:
-        for name, table_rows in old_rows(path, settings, embed_model=embed_model).items():
+        for name, table_rows in old_rows(path, settings, embed_model=embed_model,
+                                         **changes).items():
             rows[name].extend(table_rows)
     connection = lancedb.connect(str(db))
     for name, table_rows in rows.items():
-        schema = old_schema(name)
-        table = connection.create_table(name, pa.Table.from_pylist(table_rows, schema=schema))
+        schema = old_schema(name, release)
+        table = connection.create_table(name, pa.Table.from_pylist(
+            [{k: v for k, v in row.items() if k in schema.names} for row in table_rows],
+            schema=schema))
         if name != DOCUMENTS:
             table.create_index("text", config=lancedb.index.FTS())
 
@@ -159,3 +169,35 @@ def test_a_full_text_search_of_an_index_of_another_embedder_answers(tmp_path, so
                     embed_model="multilingual-e5-small-q4")
     hits = open_index(str(db)).search("rebuilt every Monday", mode="fts", level="chunks")
     assert ["notes.md"] == [h.source.rsplit("/", 1)[-1] for h in hits]
+
+
+def reprocessed(folder, settings: Settings) -> list[tuple[str, str, str | None]]:
+    """(file name, reason, what changed) of each indexed document the planner would process."""
+    plan = plan_sources([str(folder)], settings, force=False, prune=True)
+    return [(i.source.rsplit("/", 1)[-1], i.reason, i.changed) for i in plan.to_process
+            if i.reason != "new"]
+
+
+def test_a_pipeline_version_bump_is_named_as_the_upgrade(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", [sources / "notes.md"], settings, release=THIS_RELEASE,
+                    parts={"pipeline": "10"})
+    assert [("notes.md", "settings changed", "propdex upgraded: pipeline 10 -> 11")
+            ] == reprocessed(sources, settings)
+
+
+def test_a_setting_changed_since_is_named_as_a_setting(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", [sources / "notes.md"], settings, release=THIS_RELEASE)
+    wider = Settings(db=str(tmp_path / "db"), llm="offline", chunk_size=1200)
+    assert [("notes.md", "settings changed", "settings: chunker")] == reprocessed(sources, wider)
+
+
+def test_a_document_of_a_release_before_the_parts_names_its_changed_prompt(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", [sources / "notes.md"], settings,
+                    prompts={"propositions": "propositions-v0"})
+    now = backend_for(settings).prompt_versions()["propositions"]
+    assert [("notes.md", "settings changed",
+             f"propdex upgraded: prompt propositions-v0 -> {now} (indexed by a propdex that "
+             "did not record what its fingerprint covers)")] == reprocessed(sources, settings)

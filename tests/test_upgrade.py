@@ -201,3 +201,10 @@ def test_a_document_of_a_release_before_the_parts_names_its_changed_prompt(tmp_p
     assert [("notes.md", "settings changed",
              f"propdex upgraded: prompt propositions-v0 -> {now} (indexed by a propdex that "
              "did not record what its fingerprint covers)")] == reprocessed(sources, settings)
+
+
+def test_a_document_of_a_release_before_the_parts_names_its_pipeline_version(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", [sources / "notes.md"], settings, parts={"pipeline": "10"})
+    assert [("notes.md", "settings changed", "propdex upgraded: pipeline 10 -> 11")
+            ] == reprocessed(sources, settings)

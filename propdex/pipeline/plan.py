@@ -18,7 +18,7 @@ from propdex.ids import doc_id_for, sha256_file
 from propdex.metadata import Metadata, MetadataError, file_metadata, from_json, merged
 from propdex.pipeline.outcome import RunSummary
 from propdex.remote import ObjectStoreError, RemoteObject, discover_remote, fetch, is_remote
-from propdex.settings import Settings
+from propdex.settings import Settings, fingerprint_of
 from propdex.sources import Discovery, discover, is_under, matches_any
 from propdex.store import Index
 
@@ -174,6 +174,9 @@ def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
         return None
     stored = _json_object(row.get("pipeline_parts"))
     if stored is None:
+        earlier = _earlier_pipeline(row.get("pipeline_version"), parts)
+        if earlier is not None:
+            return f"propdex upgraded: pipeline {earlier} -> {parts['pipeline']}"
         prompts = _prompt_changes(_json_object(row.get("prompt_versions")), parts.get("prompts"))
         upgraded = f"propdex upgraded: {prompts}" if prompts else "propdex upgraded or a setting changed"
         return f"{upgraded} (indexed by a propdex that did not record what its fingerprint covers)"
@@ -184,6 +187,18 @@ def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
     said = ([f"propdex upgraded: {', '.join(own)}"] if own else []) + (
         [f"settings: {', '.join(settings)}"] if settings else [])
     return "; ".join(said) or None
+
+
+def _earlier_pipeline(fingerprint: object, parts: dict[str, object]) -> str | None:
+    """The earlier pipeline version that, all else as in ``parts``, gives ``fingerprint``:
+    the common upgrade (only propdex's pipeline changed) named for a row without its parts."""
+    current = str(parts.get("pipeline", ""))
+    if not current.isdigit():
+        return None
+    for earlier in map(str, range(int(current) - 1, 0, -1)):
+        if fingerprint_of({**parts, "pipeline": earlier}) == fingerprint:
+            return earlier
+    return None
 
 
 def _json_object(value: object) -> dict | None:

@@ -208,3 +208,13 @@ def test_a_document_of_a_release_before_the_parts_names_its_pipeline_version(tmp
     write_old_index(tmp_path / "db", [sources / "notes.md"], settings, parts={"pipeline": "10"})
     assert [("notes.md", "settings changed", "propdex upgraded: pipeline 10 -> 11")
             ] == reprocessed(sources, settings)
+
+
+def test_a_new_int8_recipe_is_named_as_the_upgrade_not_a_setting(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    embed = settings.fingerprint_parts({}, pymupdf=False)["embed"]  # embedder, model, recipe
+    earlier = [*embed[:-1], "int8-runs-0"]
+    write_old_index(tmp_path / "db", [sources / "notes.md"], settings, release=THIS_RELEASE,
+                    parts={"embed": earlier})
+    changed = f"propdex upgraded: embedding {'+'.join(earlier[2:])} -> {'+'.join(embed[2:])}"
+    assert [("notes.md", "settings changed", changed)] == reprocessed(sources, settings)

@@ -167,9 +167,10 @@ PROPDEX_PARTS = ("pipeline", "pdf_reader_version", "checks", "proposition_checks
 
 def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
     """What differs between the fingerprint ``row`` was indexed under and this run's
-    ``parts``, in words: "propdex upgraded: pipeline 10 -> 11" for propdex's own versions and
-    prompts, "settings: chunker, models" for the rest. A row written before documents kept
-    their fingerprint's parts tells only its prompt versions."""
+    ``parts``, in words: "propdex upgraded: pipeline 10 -> 11" for propdex's own versions,
+    prompts and embedding recipe, "settings: chunker, models" for the rest. Of a row written
+    before documents kept their fingerprint's parts, only an earlier pipeline version (all
+    else equal) or changed prompt versions can be told."""
     if parts is None:
         return None
     stored = _json_object(row.get("pipeline_parts"))
@@ -184,6 +185,14 @@ def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
     own = [_own_change(k, stored.get(k), parts.get(k)) for k in PROPDEX_PARTS
            if stored.get(k) != parts.get(k)]
     settings = [k for k in keys if k not in PROPDEX_PARTS and stored.get(k) != parts.get(k)]
+    old_embed, new_embed = stored.get("embed"), parts.get("embed")
+    if "embed" in settings and isinstance(old_embed, list) and isinstance(new_embed, list) and (
+            old_embed[:2] == new_embed[:2]):
+        # The same embedder and model: what changed is how propdex runs it (packaged
+        # weights, the int8 recipe, reading long texts), an upgrade too.
+        settings.remove("embed")
+        own.append(f"embedding {'+'.join(map(str, old_embed[2:])) or 'none'} -> "
+                   f"{'+'.join(map(str, new_embed[2:])) or 'none'}")
     said = ([f"propdex upgraded: {', '.join(own)}"] if own else []) + (
         [f"settings: {', '.join(settings)}"] if settings else [])
     return "; ".join(said) or None

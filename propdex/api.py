@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from propdex.embed.query import query_settings
-from propdex.errors import IndexNotFoundError
+from propdex.errors import EmbedderMismatchError, IndexNotFoundError
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.search.rankings import LanceReader
@@ -34,6 +34,7 @@ from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
 from propdex.store.datasets import index_folder_missing
+from propdex.store.live import LiveDocuments
 from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
@@ -105,6 +106,8 @@ class IndexReader:
         meta = filter_entries(where)
         self._require_index()
         rankings = self.reader.rankings()  # every ranking of this search reads this state
+        if mode != "fts":
+            self._require_vector_space(rankings.live_documents())
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(
             self._given_or_embedded, query, query_vector)
@@ -118,6 +121,24 @@ class IndexReader:
             raise IndexNotFoundError(
                 f"no index at {self.index.uri}: its folder does not exist (run `propdex "
                 "ingest` to create it, or check the db setting)")
+
+    def _require_vector_space(self, live: LiveDocuments) -> None:
+        """EmbedderMismatchError when live documents were embedded with another model than
+        the configured one (an index built with PROPDEX_EMBEDDER=e5-small searched without
+        it, or left half re-embedded by an ingest with another embedder): both models give
+        384 dimensions, so the vectors would be compared and the scores be meaningless."""
+        configured = self.settings.embed_model_name
+        others = live.embedded_elsewhere(configured)
+        if not others:
+            return
+        found = ", ".join(f"{n} with {m!r}" for m, n in sorted(others.items()))
+        raise EmbedderMismatchError(
+            f"the index at {self.index.uri} holds documents embedded with another model than "
+            f"this search's {configured!r} ({found} of {len(live.documents)}): their vectors "
+            "cannot be compared. Search with the embedder they were built with "
+            "(PROPDEX_EMBEDDER, PROPDEX_EMBED_MODEL), or re-embed them with this one: "
+            f"`propdex ingest <their folders> --db {self.index.uri}` (LLM answers come from the "
+            "cache); `--mode fts` searches meanwhile")
 
     def _given_or_embedded(self, query: str,
                            given: Callable[[], np.ndarray | None] | None) -> np.ndarray:

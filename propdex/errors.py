@@ -125,6 +125,11 @@ class StorageError(PropdexError):
     """The database could not be read or written (read-only folder, disk full, ...)."""
 
 
+class EmbedderMismatchError(PropdexError):
+    """A vector search with another embedding model than the one the index's documents were
+    embedded with: the vectors cannot be compared, so its scores would be meaningless."""
+
+
 class IndexNotFoundError(PropdexError):
     """A search of an index whose folder does not exist: not created yet, or removed."""
 

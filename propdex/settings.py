@@ -15,7 +15,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from propdex.checks import CHECKS_VERSION, PROPOSITION_CHECKS_VERSION
 
-# Bump when a change to extraction or chunk/header assembly changes stored outputs.
+# Bump when a change to extraction or chunk/header assembly changes stored outputs of every
+# kind of document; a change to how PDFs are read alone bumps PDF_READER_VERSION instead.
 # 2: PDF page furniture left out of the text, two-column pages in column order, legacy
 # text encodings read instead of refused. 3: a Markdown table and its caption kept whole in a
 # chunk, or split between rows with the caption and header rows in each part's header.
@@ -37,6 +38,13 @@ from propdex.checks import CHECKS_VERSION, PROPOSITION_CHECKS_VERSION
 # boxes of rotated pages in the page's unrotated space. 11: layout reader: a borderless
 # table's row that the engine cut after each line of a wrapped cell joined back.
 PIPELINE_VERSION = "11"
+# Bump when a change to reading the documents PyMuPDF reads (PDF, EPUB, XPS, MOBI, FB2: the
+# layout engine, fast mode, OCR) changes their outputs. Only their fingerprint covers it, so
+# text and Markdown files are not processed again for it: of the bumps of PIPELINE_VERSION
+# up to 11, six (4, 5, 8, 9, 10, 11) changed PDF reading alone, and each re-processed every
+# text file of every index too. It enters the fingerprint from 1 on: 0 leaves the
+# fingerprints of indexes made before it as they were.
+PDF_READER_VERSION = 0
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).
@@ -386,7 +394,13 @@ class Settings(BaseSettings):
         """Hash of every setting that changes stored outputs (issue: incremental re-ingest):
         of a document PyMuPDF reads (PDF, EPUB, XPS, MOBI, FB2), or with ``pymupdf`` off, of
         a text or Markdown file, which the PDF reader does not change."""
-        relevant = {
+        return fingerprint_of(self.fingerprint_parts(prompt_versions, pymupdf=pymupdf))
+
+    def fingerprint_parts(self, prompt_versions: dict[str, str], *, pymupdf: bool = True,
+                          ) -> dict[str, object]:
+        """What ``fingerprint`` hashes, part by part: documents keep it, so that a run can
+        name what changed (propdex.pipeline.plan.what_changed)."""
+        relevant: dict[str, object] = {
             "pipeline": PIPELINE_VERSION,
             "checks": CHECKS_VERSION,
             "proposition_checks": PROPOSITION_CHECKS_VERSION,
@@ -404,8 +418,9 @@ class Settings(BaseSettings):
         if pymupdf and self.pdf_reader != "fast":
             # Only beside fast mode: indexes read before the layout engine keep their fingerprint.
             relevant["pdf_reader"] = self.pdf_reader
-        blob = json.dumps(relevant, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        if pymupdf and PDF_READER_VERSION:
+            relevant["pdf_reader_version"] = PDF_READER_VERSION
+        return relevant
 
     def _embed_reading(self) -> list[str]:
         """How the local embedder reads long texts. The ONNX runtime reads them whole, in
@@ -437,3 +452,9 @@ class Settings(BaseSettings):
         if self.sectioning:
             extra["sectioning"] = load_prompt("sectioning").version if self.llm_backend == "openai" else "outline-v1"
         return extra
+
+
+def fingerprint_of(parts: dict[str, object]) -> str:
+    """The pipeline fingerprint of ``Settings.fingerprint_parts``."""
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

@@ -103,6 +103,7 @@ def commit_document(
     kept, ungraded = row["passed_count"], row["ungraded_count"]
     return DocumentOutcome(
         source=doc.source, doc_id=doc.doc_id, status="indexed", reason=item.reason,
+        changed=item.changed,
         error=row["error"], chunks=len(chunks), propositions_kept=kept,
         propositions_rejected=row["proposition_count"] - kept - ungraded,
         propositions_ungraded=ungraded, context_fallback=row["context_fallback"],

@@ -52,6 +52,7 @@ def version(doc_id: str, run_id: str, facts: list[list[str]], source: str, title
         chunk_vectors={i: scripted_vector(p) for i, p in enumerate(paragraphs)},
         prop_vectors={(i, j): scripted_vector(fact) for i, chunk in enumerate(facts)
                       for j, fact in enumerate(chunk)},
+        embed_model="scripted-embed",  # what embedding_environment searches with
     )
 
 

@@ -46,6 +46,7 @@ def make_version(
     prop_vectors: dict[tuple[int, int], np.ndarray] | None = None,
     rejected: set[tuple[int, int]] = frozenset(),
     seed: int = 0,
+    embed_model: str = "test-embedder",
 ) -> Version:
     """A document whose chunks are its paragraphs (chunk i on page i + 1). Propositions
     default to two per chunk; vectors default to seeded random unit vectors."""
@@ -60,7 +61,7 @@ def make_version(
             "chunk_id": chunk_id, "doc_id": doc_id, "ordinal": i, "text": paragraph,
             "header": f"{title} / part {i}", "section": f"Section {i}", "page_start": i + 1,
             "page_end": i + 1, "char_start": start, "char_end": end, "source": source,
-            "content_sha256": f"sha-{doc_id}-{run_id}", "embed_model": "test-embedder",
+            "content_sha256": f"sha-{doc_id}-{run_id}", "embed_model": embed_model,
             "prop_error": None, "run_id": run_id, "boxes": None,  # a text source: no boxes
             "vector": (chunk_vectors or {}).get(i, unit(rng.normal(size=DIM))),
         })
@@ -72,7 +73,7 @@ def make_version(
                 "ordinal": j, "text": prop_text, "accuracy": 9, "clarity": 9 if passed else 3,
                 "completeness": 9, "conciseness": 9, "passed": passed, "page_start": i + 1,
                 "page_end": i + 1, "source": source, "content_sha256": f"sha-{doc_id}-{run_id}",
-                "llm_model": "test-llm", "prompt_version": "p1", "embed_model": "test-embedder",
+                "llm_model": "test-llm", "prompt_version": "p1", "embed_model": embed_model,
                 "run_id": run_id, "boxes": None,
                 "vector": (prop_vectors or {}).get((i, j), unit(rng.normal(size=DIM))),
             })
@@ -83,7 +84,7 @@ def make_version(
         "page_count": len(paragraphs), "status": "indexed", "error": None, "error_kind": None,
         "chunk_count": len(chunks), "proposition_count": len(propositions),
         "passed_count": sum(p["passed"] for p in propositions), "chunk_failures": 0,
-        "llm_model": "test-llm", "embed_model": "test-embedder",
+        "llm_model": "test-llm", "embed_model": embed_model,
         "prompt_versions": '{"propositions": "p1"}', "pipeline_version": "fp1",
         "run_id": run_id, "last_run_id": run_id, "llm_calls": 3, "prompt_tokens": 100,
         "completion_tokens": 50, "ocr": False,

@@ -24,7 +24,7 @@ def test_a_one_shot_search_imports_neither_pylance_nor_prefect_nor_torch(tmp_pat
     Index.open(str(tmp_path / "db"), dim=embedder.dim).replace_document(*make_version(
         "a", "r1", texts, props={0: [texts[0]], 1: [texts[1]]},
         chunk_vectors=dict(enumerate(vectors)),
-        prop_vectors={(0, 0): vectors[0], (1, 0): vectors[1]}).rows)
+        prop_vectors={(0, 0): vectors[0], (1, 0): vectors[1]}, embed_model=embedder.name).rows)
     code = f"""
 import json, sys
 from propdex.cli import main

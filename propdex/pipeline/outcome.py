@@ -15,6 +15,7 @@ class DocumentOutcome:
     doc_id: str
     status: str  # indexed | failed | skipped
     reason: str = ""  # why it was (re-)processed, or why it failed
+    changed: str | None = None  # "settings changed": what (propdex.pipeline.plan.what_changed)
     error: str | None = None
     error_kind: str | None = None  # input | llm | configuration | timeout | storage | internal
     chunks: int = 0

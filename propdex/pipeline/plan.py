@@ -7,6 +7,7 @@ ledger in the documents table. Its doc_id is stable for its path.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -17,7 +18,7 @@ from propdex.ids import doc_id_for, sha256_file
 from propdex.metadata import Metadata, MetadataError, file_metadata, from_json, merged
 from propdex.pipeline.outcome import RunSummary
 from propdex.remote import ObjectStoreError, RemoteObject, discover_remote, fetch, is_remote
-from propdex.settings import Settings
+from propdex.settings import Settings, fingerprint_of
 from propdex.sources import Discovery, discover, is_under, matches_any
 from propdex.store import Index
 
@@ -34,6 +35,7 @@ class WorkItem:
     etag: str | None = None
     size: int | None = None
     found_at: list[str] | None = None  # the documents row's found_at after this run
+    changed: str | None = None  # "settings changed": what, in words (what_changed)
 
 
 @dataclass
@@ -41,6 +43,9 @@ class Plan:
     fingerprint: str  # of the documents PyMuPDF reads
     # Of text and Markdown files: without the PDF reader, so switching it leaves them be.
     text_fingerprint: str | None = None
+    # What the two fingerprints hash (Settings.fingerprint_parts), to name what changed.
+    parts: dict[str, object] | None = None
+    text_parts: dict[str, object] | None = None
     to_process: list[WorkItem] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[tuple[str, str]] = field(default_factory=list)  # (doc_id, source)
@@ -68,6 +73,12 @@ class Plan:
         if self.text_fingerprint is None or source.lower().endswith(PYMUPDF_SUFFIXES):
             return self.fingerprint
         return self.text_fingerprint
+
+    def parts_for(self, source: str) -> dict[str, object] | None:
+        """What ``fingerprint_for(source)`` hashes, when known."""
+        if self.text_parts is None or source.lower().endswith(PYMUPDF_SUFFIXES):
+            return self.parts
+        return self.text_parts
 
     @property
     def changes_nothing(self) -> bool:
@@ -100,7 +111,9 @@ def plan_sources(sources: list[str], settings: Settings, *, force: bool, prune: 
     objects = discover_remote(remote, settings, discovery) if remote else []
     plan = make_plan(discovery, ledger, fingerprint, force=force, prune=prune,
                      metadata=metadata, objects=objects,
-                     text_fingerprint=settings.fingerprint(versions, pymupdf=False))
+                     text_fingerprint=settings.fingerprint(versions, pymupdf=False),
+                     parts=settings.fingerprint_parts(versions),
+                     text_parts=settings.fingerprint_parts(versions, pymupdf=False))
     if objects:
         fetch_changed(plan, objects, ledger, settings, force=force, metadata=metadata)
     return plan
@@ -148,12 +161,87 @@ def _reason(item: WorkItem, row: dict | None, fingerprint: str, force: bool) -> 
     return "retry"
 
 
+# Parts of the fingerprint that only a new propdex changes: a difference there is the upgrade.
+PROPDEX_PARTS = ("pipeline", "pdf_reader_version", "checks", "proposition_checks", "prompts")
+
+
+def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
+    """What differs between the fingerprint ``row`` was indexed under and this run's
+    ``parts``, in words: "propdex upgraded: pipeline 10 -> 11" for propdex's own versions,
+    prompts and embedding recipe, "settings: chunker, models" for the rest. Of a row written
+    before documents kept their fingerprint's parts, only an earlier pipeline version (all
+    else equal) or changed prompt versions can be told."""
+    if parts is None:
+        return None
+    stored = _json_object(row.get("pipeline_parts"))
+    if stored is None:
+        earlier = _earlier_pipeline(row.get("pipeline_version"), parts)
+        if earlier is not None:
+            return f"propdex upgraded: pipeline {earlier} -> {parts['pipeline']}"
+        prompts = _prompt_changes(_json_object(row.get("prompt_versions")), parts.get("prompts"))
+        upgraded = f"propdex upgraded: {prompts}" if prompts else "propdex upgraded or a setting changed"
+        return f"{upgraded} (indexed by a propdex that did not record what its fingerprint covers)"
+    keys = sorted(stored.keys() | parts.keys())
+    own = [_own_change(k, stored.get(k), parts.get(k)) for k in PROPDEX_PARTS
+           if stored.get(k) != parts.get(k)]
+    settings = [k for k in keys if k not in PROPDEX_PARTS and stored.get(k) != parts.get(k)]
+    old_embed, new_embed = stored.get("embed"), parts.get("embed")
+    if "embed" in settings and isinstance(old_embed, list) and isinstance(new_embed, list) and (
+            old_embed[:2] == new_embed[:2]):
+        # The same embedder and model: what changed is how propdex runs it (packaged
+        # weights, the int8 recipe, reading long texts), an upgrade too.
+        settings.remove("embed")
+        own.append(f"embedding {'+'.join(map(str, old_embed[2:])) or 'none'} -> "
+                   f"{'+'.join(map(str, new_embed[2:])) or 'none'}")
+    said = ([f"propdex upgraded: {', '.join(own)}"] if own else []) + (
+        [f"settings: {', '.join(settings)}"] if settings else [])
+    return "; ".join(said) or None
+
+
+def _earlier_pipeline(fingerprint: object, parts: dict[str, object]) -> str | None:
+    """The earlier pipeline version that, all else as in ``parts``, gives ``fingerprint``:
+    the common upgrade (only propdex's pipeline changed) named for a row without its parts."""
+    current = str(parts.get("pipeline", ""))
+    if not current.isdigit():
+        return None
+    for earlier in map(str, range(int(current) - 1, 0, -1)):
+        if fingerprint_of({**parts, "pipeline": earlier}) == fingerprint:
+            return earlier
+    return None
+
+
+def _json_object(value: object) -> dict | None:
+    try:
+        loaded = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _own_change(key: str, old: object, new: object) -> str:
+    if key == "prompts":
+        return _prompt_changes(old if isinstance(old, dict) else None, new) or "prompts"
+    return f"{key.replace('_', ' ')} {old if old is not None else 'none'} -> {new if new is not None else 'none'}"
+
+
+def _prompt_changes(old: dict | None, new: object) -> str:
+    """"prompt propositions-v2+1a2b3c4d -> propositions-v3+5e6f7a8b" for each step whose
+    prompt differs; empty when unknown or equal."""
+    if old is None or not isinstance(new, dict):
+        return ""
+    return ", ".join(f"prompt {old.get(step) or 'none'} -> {new.get(step) or 'none'}"
+                     for step in sorted(old.keys() | new.keys()) if old.get(step) != new.get(step))
+
+
 def _decide(plan: Plan, item: WorkItem, row: dict | None, force: bool) -> None:
     reason = _reason(item, row, plan.fingerprint_for(item.source), force)
     if reason == "unchanged":
         plan.unchanged.append(item.source)
     elif reason == "metadata changed":
         plan.relabel.append(replace(item, reason=reason))
+    elif reason == "settings changed" and row is not None:
+        changed = what_changed(row, plan.parts_for(item.source))
+        plan.to_process.append(replace(item, reason=reason, changed=changed))
     else:
         plan.to_process.append(replace(item, reason=reason))
 
@@ -219,9 +307,11 @@ def found_at_after(row: dict | None, source: str, discovery: Discovery) -> list[
 def make_plan(
     discovery: Discovery, ledger: list[dict], fingerprint: str, *, force: bool, prune: bool,
     metadata: Metadata | None = None, objects: list[RemoteObject] | None = None,
-    text_fingerprint: str | None = None,
+    text_fingerprint: str | None = None, parts: dict[str, object] | None = None,
+    text_parts: dict[str, object] | None = None,
 ) -> Plan:
     plan = Plan(fingerprint=fingerprint, text_fingerprint=text_fingerprint,
+                parts=parts, text_parts=text_parts,
                 missing=list(discovery.missing), refused=list(discovery.refused))
     by_id = {row["doc_id"]: row for row in ledger}
     plan.unreadable.extend(discovery.unusable)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from propdex.extract.encoding import UTF8
-from propdex.pipeline.outcome import RunSummary
+from propdex.pipeline.outcome import DocumentOutcome, RunSummary
 
 
 def _cell(text: object) -> str:
@@ -78,7 +78,7 @@ def render_markdown(summary: RunSummary) -> str:
         ]
         for d in summary.documents:
             lines.append(
-                f"| {_cell(d.source)} | {d.status} | {_cell(d.reason)} | {d.chunks} | "
+                f"| {_cell(d.source)} | {d.status} | {_cell(_reason(d))} | {d.chunks} | "
                 f"{d.propositions_kept} | {d.propositions_rejected} | {d.propositions_ungraded} | "
                 f"{d.llm_calls} | {d.prompt_tokens + d.completion_tokens} | {_cell(d.error or '')} |"
             )
@@ -116,3 +116,8 @@ def render_log_lines(summary: RunSummary) -> list[str]:
     lines += [f"sources: {path}: no such file, folder or matching glob"
               for path in summary.missing]
     return lines
+
+
+def _reason(document: DocumentOutcome) -> str:
+    """Why a document was processed, with what changed when its settings did."""
+    return f"{document.reason}: {document.changed}" if document.changed else document.reason

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from propdex.checks.propositions import REASONS as CHECK_REASONS
+from propdex.extract import PYMUPDF_SUFFIXES
 from propdex.models import (
     Chunk,
     ChunkPropositions,
@@ -18,7 +19,7 @@ from propdex.models import (
 )
 from propdex.pipeline.grading import GRADE_OUT_OF_RANGE
 from propdex.regions import boxes_as_rows, boxes_for_span
-from propdex.settings import Settings
+from propdex.settings import Settings, fingerprint_of
 
 
 def utc_now() -> datetime:
@@ -133,7 +134,17 @@ def document_row(
         "ungraded_count": sum(o.ungraded for o in outcomes),
         "pdf_reader": doc.pdf_reader, "layout_fallback_pages": doc.layout_fallback_pages or None,
         "checks_rejected": json.dumps(checks_rejected(context, outcomes), sort_keys=True),
+        "pipeline_parts": pipeline_parts(doc.source, settings, prompt_versions, fingerprint),
     }
+
+
+def pipeline_parts(source: str, settings: Settings, prompt_versions: dict[str, str],
+                   fingerprint: str) -> str | None:
+    """The parts of ``fingerprint`` as JSON, for the documents row (None if these settings
+    do not give that fingerprint: nothing is recorded rather than parts of another one)."""
+    parts = settings.fingerprint_parts(
+        prompt_versions, pymupdf=source.lower().endswith(PYMUPDF_SUFFIXES))
+    return json.dumps(parts, sort_keys=True) if fingerprint_of(parts) == fingerprint else None
 
 
 def failure_row(

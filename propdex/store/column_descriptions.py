@@ -84,6 +84,9 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
                            "rejected (`{}`: none).",
         "found_at": "Paths the source was found at (through a folder, glob or named path), "
                     "links below the argument not resolved; null: only at `source` itself.",
+        "pipeline_parts": "JSON object: what `pipeline_version` hashes, part by part (propdex's "
+                          "pipeline and checks versions, prompts, models, chunker, embedder...), "
+                          "so that a run names what changed; null in rows written before it.",
     },
     CHUNKS: {
         "chunk_id": "Id derived from the document and the chunk's offsets (unique among live "

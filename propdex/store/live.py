@@ -17,7 +17,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "metadata"]
+LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "metadata", "embed_model"]
+
+
+def vector_space(embed_model: str) -> str:
+    """The vector space an embedding model's name puts its vectors in: int8 MiniLM documents
+    are searched with fp32 query vectors by design (cosine >= 0.999 to fp32's), so
+    "all-MiniLM-L6-v2-int8" and "all-MiniLM-L6-v2" share one; any other name is its own."""
+    return embed_model.removesuffix("-int8")
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,18 @@ class LiveDocuments:
         """The live documents among documents ``rows`` (LIVE_COLUMNS) read at ``version``."""
         documents = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
         return cls(version, documents, {doc_id: r["run_id"] for doc_id, r in documents.items()})
+
+    def embedded_elsewhere(self, embed_model: str) -> dict[str, int]:
+        """The embedding models, other than ``embed_model``'s vector space, that live
+        documents were embedded with, and how many documents each. Rows that recorded no
+        model are not counted."""
+        space = vector_space(embed_model)
+        others: dict[str, int] = {}
+        for row in self.documents.values():
+            model = row.get("embed_model")
+            if model and vector_space(model) != space:
+                others[model] = others.get(model, 0) + 1
+        return others
 
 
 class LiveDocumentsCache:

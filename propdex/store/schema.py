@@ -110,6 +110,9 @@ DOCUMENTS_SCHEMA = pa.schema([
     pa.field("checks_rejected", pa.string()),
     # Paths the source was found at, links below the argument not resolved (pruning)
     pa.field("found_at", pa.list_(pa.string())),
+    # JSON object: what pipeline_version hashes, part by part (Settings.fingerprint_parts),
+    # so that a run can name what changed; null in rows written before it or for failures
+    pa.field("pipeline_parts", pa.string()),
 ])
 
 

@@ -15,7 +15,9 @@ Each round runs every variant once, in turn (the other checkout, then this one w
 PROPDEX_DOCUMENT_CONCURRENCY at each window), so that a change of the machine's load hits all
 alike; medians over the rounds. Every run has a fresh database, cache and Prefect home. Wall:
 the child's whole run as a user sees it (Python's start, Prefect's API, the flow). Peak RSS:
-the ingest process's own (not Prefect's API process nor the extraction workers).
+the ingest process's own (not Prefect's API process nor the extraction workers). CPU: user and
+system seconds of the child and of the processes it waited for (Prefect's API, extraction
+workers), the server excluded.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -66,17 +69,23 @@ def ingest(checkout: Path, paths: list[str], env: dict[str, str], workdir: Path)
     child_env = {**os.environ, **env, "PYTHONPATH": str(checkout),
                  "PREFECT_HOME": str(run_dir / "prefect"),
                  "PROPDEX_CACHE_DIR": str(run_dir / "cache")}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, "-c", CHILD, "ingest", *paths, "--db",
                            str(run_dir / "db"), "--json"], cwd=checkout, env=child_env,
                           capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
     result = json.loads(done.stdout.strip().splitlines()[-1])
     summary = json.loads(done.stdout[:done.stdout.rindex("\n{")])
     failed = [d["source"] for d in summary["documents"] if d["status"] != "indexed"]
     if result["code"] or failed:
         raise SystemExit(f"{checkout}: ingest failed ({failed}):\n{done.stderr[-3000:]}")
-    return {"seconds": seconds, "peak_mib": result["peak_mib"]}
+    return {"seconds": seconds, "cpu": cpu, "peak_mib": result["peak_mib"]}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of the children waited for so far, and theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def compare(title: str, paths: list[str], env: dict[str, str], base: Path, windows: list[int],
@@ -89,14 +98,16 @@ def compare(title: str, paths: list[str], env: dict[str, str], base: Path, windo
             runs[name].append(ingest(checkout, paths, {**env, **extra}, workdir))
     load = os.getloadavg()
     print(f"\n### {title}: {rounds} rounds, load average after {load[0]:.1f} / {load[1]:.1f}\n")
-    print("| variant | wall s (median) | each round | / base | peak RSS MiB (median) |")
-    print("|---|---:|---|---:|---:|")
+    print("| variant | wall s (median) | each round | / base | CPU s (median) | peak RSS MiB (median) |")
+    print("|---|---:|---|---:|---:|---:|")
     base_s = statistics.median(r["seconds"] for r in runs["base"])
     for name, results in runs.items():
         wall = statistics.median(r["seconds"] for r in results)
         each = " / ".join(f"{r['seconds']:.1f}" for r in results)
+        cpu = statistics.median(r["cpu"] for r in results)
         rss = statistics.median(r["peak_mib"] for r in results)
-        print(f"| {name} | {wall:.1f} | {each} | {wall / base_s:.2f} | {rss:.0f} |", flush=True)
+        print(f"| {name} | {wall:.1f} | {each} | {wall / base_s:.2f} | {cpu:.1f} | {rss:.0f} |",
+              flush=True)
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.prefect
 REPO = Path(__file__).resolve().parents[1]
 BIRDS = ("heron", "egret", "stork", "crane", "ibis", "plover")
 GUARD_SECONDS = 180  # a run of these notes takes seconds; a hang fails the test at this
+DASK_GUARD_SECONDS = 300
 LATENCY_MS = 20  # long enough for the LLM requests of documents in flight to overlap
 
 
@@ -182,8 +183,11 @@ def test_ctrl_c_submits_no_further_document(tmp_path):
 def test_a_local_dask_run_takes_one_document_at_a_time(tmp_path):
     notes = write_notes(tmp_path / "notes", BIRDS[:3])
     with ScriptedServer(latency_ms=LATENCY_MS) as server:
-        env = dict(os.environ, **scripted_environment(server),
+        env = dict(os.environ, **scripted_environment(server), PROPDEX_DASK_WORKERS="1",
                    PROPDEX_CACHE_DIR=str(tmp_path / "cache"))
+        # A cluster's start-up (worker processes importing propdex and Prefect) is slow on a
+        # busy host: 40 s alone, 100 s at a load of 12 on two cores.
         done = run_guarded([sys.executable, "-m", "propdex.cli", "ingest", str(notes), "--db",
-                            str(tmp_path / "db"), "--dask", "--document-concurrency", "1"], env)
+                            str(tmp_path / "db"), "--dask", "--document-concurrency", "1"], env,
+                           timeout=DASK_GUARD_SECONDS)
         assert (0, 1) == (done.returncode, most_documents_open(server)), done.stderr[-5000:]

@@ -10,6 +10,7 @@ side with another checkout (the base commit, which submitted every document at o
     local MiniLM (the default).
 (b) ``--pdfs``: the offline ingest of the three corpus PDFs (levels_of_agi,
     attention_is_all_you_need, mck_energy_first_5_pages), nothing cached.
+(c) ``--examples``: README's first run, `propdex ingest examples` (offline).
 
 Each round runs every variant once, in turn (the other checkout, then this one with
 PROPDEX_DOCUMENT_CONCURRENCY at each window), so that a change of the machine's load hits all
@@ -118,6 +119,8 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=120, help="0 skips (a)")
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 200.0])
     parser.add_argument("--pdfs", action="store_true", help="(b): the three corpus PDFs")
+    parser.add_argument("--examples", action="store_true",
+                        help="(c): README's first run, `propdex ingest examples`, offline")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="propdex-bench-window-"))
     base = args.base.resolve()
@@ -136,6 +139,9 @@ def main() -> None:
                 server.stop()
     if args.pdfs:
         compare("(b) the three corpus PDFs, offline", [str(CORPUS / pdf) for pdf in PDFS],
+                {"PROPDEX_LLM": "offline"}, base, args.windows, args.rounds, workdir)
+    if args.examples:
+        compare("(c) README's first run: examples/, offline", [str(REPO / "examples")],
                 {"PROPDEX_LLM": "offline"}, base, args.windows, args.rounds, workdir)
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
@@ -49,6 +52,24 @@ from tasks.index import (
 from tasks.policies import with_scaled_retry_delays
 
 
+def _submit_chain(stages: list, plan, settings: Settings, run_id: str, item) -> list:
+    """Submit a document's six tasks, each taking the futures of those before it: the futures
+    of its chain, extract's first and commit_document's last."""
+    extract_stage, context_stage, split_stage, propose_stage, embed_stage, commit_stage = stages
+    # Salted, the chain misses Prefect's task cache and every stage runs again (LLM answers
+    # and embeddings still come from the content cache): a retry of failed chunks, and
+    # --force, whose unchanged documents would otherwise get the stored results back.
+    salt = run_id if item.reason in ("retry", "forced") else ""
+    fp = plan.fingerprint_for(item.source)
+    doc = extract_stage.submit(item, settings, fp, salt)
+    context = context_stage.submit(doc, settings, fp, salt)
+    chunks = split_stage.submit(doc, context, settings, fp, salt)
+    props = propose_stage.submit(doc, chunks, context, settings, fp, salt)
+    vectors = embed_stage.submit(doc, chunks, props, settings, fp, salt)
+    done = commit_stage.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
+    return [doc, context, chunks, props, vectors, done]
+
+
 def _first_failure(futures) -> BaseException | None:
     """The exception that broke a document's chain (downstream tasks never ran)."""
     for future in futures:
@@ -60,25 +81,43 @@ def _first_failure(futures) -> BaseException | None:
     return None
 
 
-def _wait_for_documents(chains: list[list]) -> None:
-    """Wait for every task of every document, counting a document done (on the CLI's
+def _run_documents(items: list, submit_chain: Callable[[Any], list],
+                   limit: int) -> list[tuple[Any, list]]:
+    """Each item with the futures of its chain of tasks, at most ``limit`` documents in
+    flight: the first ``limit`` chains are submitted at once, and the next document's once a
+    whole chain has finished (document_concurrency). A document counts as done (on the CLI's
     progress display) once its whole chain has finished, in whatever order chains finish."""
-    left = [len(futures) for futures in chains]
-    chain_of = {id(future): n for n, futures in enumerate(chains) for future in futures}
+    waiting = deque(items)
+    chains: list[tuple[Any, list]] = []
+    left: dict[int, int] = {}  # chain in flight -> its unfinished tasks
+    chain_of: dict = {}  # future -> its chain
     try:
-        for future in as_completed([future for futures in chains for future in futures]):
-            n = chain_of[id(future)]
-            left[n] -= 1
-            if left[n] == 0:
-                progress.document_finished()
+        while waiting or left:
+            # A cancel or Ctrl-C raises in this thread, here or while waiting below: no
+            # document is submitted after it.
+            while waiting and len(left) < limit:
+                item = waiting.popleft()
+                futures = submit_chain(item)
+                left[len(chains)] = len(futures)
+                chain_of.update(dict.fromkeys(futures, len(chains)))
+                chains.append((item, futures))
+            for future in as_completed(list(chain_of)):
+                n = chain_of.pop(future)
+                left[n] -= 1
+                if left[n] == 0:
+                    del left[n]
+                    progress.document_finished()
+                    if waiting:
+                        break  # a place in the window: submit the next document
     except BaseException:
         # Cancelled from the Prefect UI (SIGTERM, raised here as TerminationSignal) or Ctrl-C:
         # the process ends only once the task threads return, so stop what they wait for,
         # here and in the Dask workers running this run's tasks.
         stop_run_work()
-        if chains:  # tasks were submitted: on Dask, they run in its workers
+        if len(waiting) < len(items):  # tasks were submitted: on Dask, they run in its workers
             stop_dask_work()
         raise
+    return chains
 
 
 def _reused_work(futures) -> tuple[Usage, int]:
@@ -105,9 +144,11 @@ def _failure_outcome(item, exc: BaseException) -> DocumentOutcome:
 
 
 @flow(name="propdex-ingest", log_prints=True,
-      # PROPDEX_DASK_ADDRESS picks Dask when the flow is imported (deployments); the CLI's
-      # --dask flag overrides it per run with ingest.with_options(task_runner=...).
-      task_runner=task_runner_for(Settings()))
+      # PROPDEX_DASK_ADDRESS picks Dask when the flow is imported (deployments); the CLI
+      # gives each run its own with ingest.with_options(task_runner=...), --dask or threads
+      # sized for its documents at once. Made before a run's settings are known, the pool
+      # here has as many threads as the run's window starts (flows.runners.threads_for).
+      task_runner=task_runner_for(Settings(), sized=False))
 def ingest(
     sources: Annotated[list[str], form_label("Sources (files, folders, globs)")],
     db: Annotated[str, form_label("Index folder (db)")] = "propdex-db",
@@ -149,21 +190,10 @@ def ingest(
     context_stage, propose_stage, embed_stage, commit_stage = (
         with_scaled_retry_delays(stage, settings)
         for stage in (write_context, propose, embed, commit_document))
-    chains = []
-    for item in plan.to_process:
-        # Salted, the chain misses Prefect's task cache and every stage runs again (LLM answers
-        # and embeddings still come from the content cache): a retry of failed chunks, and
-        # --force, whose unchanged documents would otherwise get the stored results back.
-        salt = run_id if item.reason in ("retry", "forced") else ""
-        fp = plan.fingerprint_for(item.source)
-        doc = extract.submit(item, settings, fp, salt)
-        context = context_stage.submit(doc, settings, fp, salt)
-        chunks = split.submit(doc, context, settings, fp, salt)
-        props = propose_stage.submit(doc, chunks, context, settings, fp, salt)
-        vectors = embed_stage.submit(doc, chunks, props, settings, fp, salt)
-        done = commit_stage.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
-        chains.append((item, [doc, context, chunks, props, vectors, done]))
-    _wait_for_documents([futures for _, futures in chains])
+    stages = [extract, context_stage, split, propose_stage, embed_stage, commit_stage]
+    chains = _run_documents(
+        plan.to_process, partial(_submit_chain, stages, plan, settings, run_id),
+        settings.document_concurrency)
     forget_run(run_id)
     if plan.copies:
         discard_object_copies(plan.copies)

@@ -99,7 +99,8 @@ class IngestOptions(BaseModel):
         json_schema_extra=plain_input,
     )
     document_concurrency: int | None = Field(
-        None, ge=1, title="Documents at once", description="Documents processed at once; default 4.",
+        None, ge=1, title="Documents at once",
+        description="Documents processed at once, at most; default 4 (PROPDEX_DOCUMENT_CONCURRENCY).",
         json_schema_extra=plain_input,
     )
     metadata: dict[str, str | list[str]] | None = Field(

@@ -13,25 +13,41 @@ or not: it carries the stop to the workers, and the go-ahead for the next run on
 
 from __future__ import annotations
 
+import math
+
 from prefect.context import FlowRunContext
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from propdex.settings import Settings
 from propdex.stopping import allow_run_work, stop_run_work
 
-# Most task time is spent waiting on LLM calls and storage, not on the CPU.
-THREADS = 24
-# Threads per process of a local Dask cluster: documents a worker runs at once (each
-# document's LLM calls fan out further over the process's LLM pool).
+# A document's chain: extract, write_context, split, propose, embed, commit_document.
+STAGES_PER_DOCUMENT = 6
+# Threads per process of a local Dask cluster, at least: documents a worker runs at once
+# (each document's LLM calls fan out further over the process's LLM pool).
 LOCAL_THREADS_PER_WORKER = 4
 LOCAL = "local"
 
 
-def task_runner_for(settings: Settings) -> TaskRunner:
+def threads_for(settings: Settings) -> int:
+    """Threads of a run's pool: all the stages of ``document_concurrency`` documents. On
+    threads, a task waiting for the stage before it holds its thread (Prefect resolves a
+    task's upstream futures in the thread that runs it), and the flow submits a document's
+    six stages at once; fewer threads would leave the window's documents queued behind
+    waiting stages. Threads start only when a task needs one, and the flow's window
+    (flows.ingest) keeps at most this many tasks unfinished."""
+    return STAGES_PER_DOCUMENT * settings.document_concurrency
+
+
+def task_runner_for(settings: Settings, *, sized: bool = True) -> TaskRunner:
     """Threads when no Dask address is set; a LocalCluster of ``dask_workers`` processes
-    for ``local``; otherwise the Dask scheduler at ``dask_address``."""
+    for ``local``; otherwise the Dask scheduler at ``dask_address``.
+
+    The threads are ``threads_for(settings)``; with ``sized`` off, as many as the flow's
+    window starts, for a flow whose runner is made when it is imported, before its run's
+    settings are known (a deployment: its run form sets document_concurrency per run)."""
     if not settings.dask_address:
-        return ThreadPoolTaskRunner(max_workers=THREADS)
+        return ThreadPoolTaskRunner(max_workers=threads_for(settings) if sized else None)
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError as exc:  # optional dependency
@@ -43,7 +59,10 @@ def task_runner_for(settings: Settings) -> TaskRunner:
         return DaskTaskRunner(cluster_kwargs={
             "n_workers": settings.dask_workers,
             "processes": True,
-            "threads_per_worker": LOCAL_THREADS_PER_WORKER,
+            # Enough threads among the workers for the documents in flight: on Dask a task
+            # waiting for its upstream holds no thread (the scheduler starts it when they end).
+            "threads_per_worker": max(LOCAL_THREADS_PER_WORKER, math.ceil(
+                settings.document_concurrency / settings.dask_workers)),
             "dashboard_address": None,  # no web dashboard (needs bokeh, opens a port)
             "env": prefect_api_for_workers(),
         })

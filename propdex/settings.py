@@ -212,7 +212,10 @@ class Settings(BaseSettings):
     )
     max_file_mb: float = Field(200.0, gt=0, description="Largest file read, in MB; larger ones fail as too large.")
     max_pages: int = Field(5000, ge=1, description="Most pages a PDF may have; more fail as too large.")
-    document_concurrency: int = Field(4, ge=1, description="Documents processed at once.")
+    document_concurrency: int = Field(
+        4, ge=1, description="Documents processed at once, at most (on threads or across a "
+        "Dask cluster): the next starts when one has been through every stage.",
+    )
     document_timeout_s: float = Field(
         3600.0, ge=0, description="Seconds a document may take from its first stage; 0 = no limit."
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.runners import LOCAL_THREADS_PER_WORKER, THREADS, task_runner_for
+from flows.runners import LOCAL_THREADS_PER_WORKER, task_runner_for, threads_for
 from propdex.search import search
 from propdex.search.rankings import LanceReader
 from propdex.settings import Settings
@@ -93,7 +93,7 @@ def test_no_dask_address_runs_tasks_on_threads():
     from prefect.task_runners import ThreadPoolTaskRunner
 
     runner = task_runner_for(Settings())
-    assert (ThreadPoolTaskRunner, THREADS) == (type(runner), runner._max_workers)
+    assert (ThreadPoolTaskRunner, threads_for(Settings())) == (type(runner), runner._max_workers)
 
 
 @requires_dask

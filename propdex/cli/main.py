@@ -123,7 +123,7 @@ def ingest_options(args: argparse.Namespace):
         llm=args.llm, llm_model=args.llm_model, chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap, chunker=args.chunker, sectioning=args.sectioning,
         metadata=parse_pairs(args.meta or [], "--meta") or None,
-        pdf_reader=args.pdf_reader,
+        pdf_reader=args.pdf_reader, document_concurrency=args.document_concurrency,
     )
 
 
@@ -252,9 +252,11 @@ def _run_ingest_flow(args: argparse.Namespace, options, settings, api, *, warm_u
         logger = logging.getLogger(name)
         if not any(isinstance(f, _ExpectedFailureFilter) for f in logger.filters):
             logger.addFilter(_ExpectedFailureFilter())
-    if args.dask:
+    if args.dask or not settings.dask_address:
         from flows.runners import task_runner_for
 
+        # Threads sized for this run's documents at once, or the Dask cluster --dask names
+        # (PROPDEX_DASK_ADDRESS alone: the flow's own runner, made when it was imported).
         runner = task_runner_for(settings.model_copy(update={"dask_address": args.dask}))
         ingest = ingest.with_options(task_runner=runner)
     with using_api(api):  # waits for the API: a server that cannot start is reported now
@@ -536,6 +538,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--pdf-reader", choices=["layout", "fast"],
                         help="how PDFs are read: layout = PyMuPDF's layout engine (headings, "
                         "tables, page regions; default), fast = plain text lines, ~100x faster")
+    ingest.add_argument("--document-concurrency", type=int, metavar="N",
+                        help="documents processed at once, at most (default 4 or "
+                             "PROPDEX_DOCUMENT_CONCURRENCY); 1 for a slow LLM server or "
+                             "little memory")
     ingest.add_argument("--no-prune", action="store_true",
                         help="keep documents whose files left the given folders")
     ingest.add_argument("--force", action="store_true", help="re-process unchanged documents")

@@ -196,8 +196,9 @@ def pymupdf_sources(sources: Iterable[str]) -> int:
 
 def for_documents(settings: Settings, documents: int) -> Settings:
     """``settings`` for a run that extracts ``documents`` PDFs: no more slots than documents,
-    so that a run of one PDF gives its worker every core."""
-    slots = max(1, min(extraction_slots(settings), documents))
+    nor than documents processed at once (``document_concurrency``), so that a run of one
+    PDF, or one document at a time, gives its worker every core."""
+    slots = max(1, min(extraction_slots(settings), documents, settings.document_concurrency))
     return settings if slots == settings.extract_workers else settings.model_copy(
         update={"extract_workers": slots})
 
@@ -320,7 +321,8 @@ def start_extractions(sources: list[str], settings: Settings) -> None:
     slots = extraction_slots(settings)
     timeout = settings.document_timeout_s or None
     pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="propdex-early-extract")
-    for source in sources[: slots * EARLY_PER_SLOT]:
+    # No more documents than the run processes at once: the others start with their tasks.
+    for source in sources[: min(slots * EARLY_PER_SLOT, settings.document_concurrency)]:
         early = _Early()
         with _lock:
             if _early.setdefault(_early_key(source, settings), early) is not early:

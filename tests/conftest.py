@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,56 @@ for name in list(os.environ):
         del os.environ[name]
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+# Under `pytest -n 2 --dist loadfile` (README's and CI's command) each module runs whole on one
+# worker, and xdist hands the modules out in order, by default the modules with the most tests
+# first. The longest modules have few tests (real CLI runs, Prefect servers, Dask, PostgreSQL):
+# they came last, and one worker ran the last of them alone while the other had finished. They
+# go first instead, longest first (ranked by whole-suite runs, bench/RESULTS.md 2026-11-28),
+# then the others, most tests first as before: the two workers end within a short module of
+# each other. A module not named here (a new one) is simply among the others.
+LONGEST_MODULES_FIRST = (
+    "test_deployments",
+    "test_interrupted_runs",
+    "test_evaluation",
+    "test_embed_onnx",
+    "test_deployment_servers",
+    "test_serve",
+    "test_faults",
+    "test_scaleout",
+    "test_dask_stop",
+    "test_ephemeral_server",
+    "test_prefect_stop",
+    "test_serving_faults",
+    "test_priority",
+    "test_chunking",
+    "test_page_furniture",
+    "test_mcp",
+    "test_fuzz",
+    "test_incremental",
+    "test_remote_sources",
+    "test_cli_ingest",
+)
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order set below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules longest first, for xdist's workers (a serial run keeps the files' order)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {f"tests/{name}.py": n for n, name in enumerate(LONGEST_MODULES_FIRST)}
+    tests_in = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def module_order(item) -> tuple[int, int, str]:
+        module = item.nodeid.split("::")[0]
+        return rank.get(module, len(rank)), -tests_in[module], module
+
+    items.sort(key=module_order)  # stable: a module's tests keep their order
 
 
 @pytest.fixture

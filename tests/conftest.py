@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,66 @@ for name in list(os.environ):
         del os.environ[name]
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+# Under `pytest -n 2 --dist loadfile` (README's and CI's command) each module runs whole on one
+# worker, and xdist hands the modules out in order, by default the modules with the most tests
+# first. The longest modules have few tests (real CLI runs, Prefect servers, Dask, PostgreSQL,
+# llama.cpp): they came last, and one worker ran the last of them alone while the other had
+# finished. They go first instead, longest first (ranked by whole-suite runs, bench/RESULTS.md
+# 2026-11-28); then the modules not named here that start real processes (a test marked
+# `realllm` or `prefect`), then the others, most tests first as before. The two workers then
+# end within a short module of each other.
+LONGEST_MODULES_FIRST = (
+    "test_realllm",  # only with the llamacpp extra (CI skips it)
+    "test_deployments",
+    "test_interrupted_runs",
+    "test_evaluation",
+    "test_embed_onnx",
+    "test_prefect_stop",
+    "test_llm_pipeline",
+    "test_deployment_servers",
+    "test_serve",
+    "test_faults",
+    "test_minilm_graph",
+    "test_scaleout",
+    "test_incremental",
+    "test_llm_degradation",
+    "test_dask_stop",
+    "test_priority",
+    "test_ephemeral_server",
+    "test_serving_faults",
+    "test_chunking",
+    "test_page_furniture",
+    "test_mcp",
+    "test_fuzz",
+    "test_cold_search",
+    "test_remote_sources",
+    "test_cli_ingest",
+)
+STARTS_PROCESSES = ("realllm", "prefect")  # markers of tests that start real processes
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order set below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules longest first, for xdist's workers (a serial run keeps the files' order)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {f"tests/{name}.py": n for n, name in enumerate(LONGEST_MODULES_FIRST)}
+    tests_in = Counter(item.nodeid.split("::")[0] for item in items)
+    with_processes = {item.nodeid.split("::")[0] for item in items
+                      if any(item.get_closest_marker(name) for name in STARTS_PROCESSES)}
+
+    def module_order(item) -> tuple[int, int, str]:
+        module = item.nodeid.split("::")[0]
+        named = rank.get(module, len(rank) + (module not in with_processes))
+        return named, -tests_in[module], module
+
+    items.sort(key=module_order)  # stable: a module's tests keep their order
 
 
 @pytest.fixture

@@ -14,8 +14,10 @@ map can only be fresher than the rows it filters, so an uncommitted run is never
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 LIVE_COLUMNS = ["doc_id", "run_id", "title", "source", "metadata", "embed_model"]
 
@@ -41,17 +43,17 @@ class LiveDocuments:
         documents = {r["doc_id"]: r for r in rows if r["run_id"] is not None}
         return cls(version, documents, {doc_id: r["run_id"] for doc_id, r in documents.items()})
 
+    @cached_property
+    def embed_models(self) -> Counter[str]:
+        """How many live documents each embedding model embedded; counted once per version,
+        not per query (a vector search checks it). Rows that recorded no model are left out."""
+        return Counter(model for row in self.documents.values() if (model := row.get("embed_model")))
+
     def embedded_elsewhere(self, embed_model: str) -> dict[str, int]:
         """The embedding models, other than ``embed_model``'s vector space, that live
-        documents were embedded with, and how many documents each. Rows that recorded no
-        model are not counted."""
+        documents were embedded with, and how many documents each."""
         space = vector_space(embed_model)
-        others: dict[str, int] = {}
-        for row in self.documents.values():
-            model = row.get("embed_model")
-            if model and vector_space(model) != space:
-                others[model] = others.get(model, 0) + 1
-        return others
+        return {model: n for model, n in self.embed_models.items() if vector_space(model) != space}
 
 
 class LiveDocumentsCache:

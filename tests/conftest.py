@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,12 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# A suite started as a background job of a non-interactive shell (`pytest ... &` in a script,
+# nohup) begins with SIGINT ignored, and every `propdex` process a test interrupts would
+# inherit that: propdex leaves an ignored SIGINT ignored, by design, so the Ctrl-C tests would
+# see runs that never get it. The tests' processes start with Python's own handling instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 for name in list(os.environ):
     # A developer's own LLM configuration must not leak into the tests.
     if name.startswith("PROPDEX_"):

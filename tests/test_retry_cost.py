@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import lancedb
@@ -164,7 +165,7 @@ def test_a_cached_title_the_checks_now_reject_is_asked_again(llm_env, tmp_path):
     llm_env.script(SUMMARY, step="summary")
     _ingest(pdf, tmp_path / "db")
     # The title as an earlier propdex, whose checks let it through, would have cached it.
-    with sqlite3.connect(tmp_path / "db" / "_cache" / "results.sqlite") as cache:
+    with closing(sqlite3.connect(tmp_path / "db" / "_cache" / "results.sqlite")) as cache, cache:
         cache.execute("UPDATE llm SET value = ? WHERE step = 'title'", (json.dumps("12345"),))
     llm_env.reset()
 
@@ -173,3 +174,14 @@ def test_a_cached_title_the_checks_now_reject_is_asked_again(llm_env, tmp_path):
 
     assert 1 == _asked(llm_env)["title"]
     assert clean == _index(tmp_path / "db")
+
+
+def test_the_cli_reads_early_the_pdfs_it_extracts_but_not_those_it_retries(tmp_path):
+    from propdex.cli.main import _pdfs_to_read
+    from propdex.pipeline.plan import Plan, WorkItem
+
+    new, retried = (str(tmp_path / f"{name}.pdf") for name in ("new", "retried"))
+    plan = Plan(fingerprint="f", to_process=[WorkItem(retried, "r", "1", "retry"),
+                                             WorkItem(new, "n", "2", "new")])
+
+    assert [new] == _pdfs_to_read([str(tmp_path)], plan, [])

@@ -10,10 +10,9 @@ named in ``DocumentContext.fallback`` (the documents row and the run report show
 never cached, and the planner retries the document on the next run. A cached answer is
 checked again before it is used: the checks may have changed since it was cached (their
 version is in the pipeline fingerprint, not in the answer's key), and only an answer they
-now reject is asked again. A configuration error
-(bad key, unknown model) still stops the run, and so does a server found unreachable
-(LLMServerUnreachableError): no offline answer is made for a document whose propositions
-would fail at once.
+now reject is asked again. A configuration error (bad key, unknown model) still stops the
+run, and so does a server found unreachable (LLMServerUnreachableError): no offline answer
+is made for a document whose propositions would fail at once.
 """
 
 from __future__ import annotations
@@ -77,9 +76,8 @@ def document_context(
     versions = backend.prompt_versions()
     offline = OfflineBackend(settings)  # rules only: cheap to build, nothing to close
 
-    # The checks' version is not in the keys (they keep the one they had when it left them,
-    # so answers cached before stay found): a cached answer is checked again instead, and
-    # asked again only when the checks now reject it.
+    # The checks' version is not in the keys (KEYED_CHECKS): a cached answer is checked again
+    # instead, and asked again only when the checks now reject it.
     # Where the model's context window is known and smaller, less of the text is sent (and
     # recorded as cut), so the prompt fits: else the request fails and the offline title stands in.
     title_tokens = backend.fitting_prefix_tokens("title", doc.text, settings.title_prefix_tokens,

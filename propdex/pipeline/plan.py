@@ -149,11 +149,11 @@ STAGES = ("extract", "document-context", "chunk", "propositions", "embed")
 
 def redo_stages(reason: str, row: dict | None) -> tuple[str, ...]:
     """The stages whose stored results a run must not reuse: every one when forced; of a
-    retry, those that may hold what failed. Extraction and chunking never do (their outputs
-    depend only on the bytes and the settings, which a retry leaves as they were); the title
-    and summary do when one fell back, the propositions when a chunk failed or went
-    ungraded. Of a document that failed, both: a stage that finished before the failure
-    may hold a fallback. The stages after a redone one run again only when what they read
+    retry, those that may hold what failed. Extraction never does (its output depends only
+    on the bytes and the settings, which a retry leaves as they were), nor chunking (it runs
+    again when the headers it attaches change); the title and summary do when one fell back,
+    the propositions when a chunk failed or went ungraded. Of a document that failed, both:
+    a stage that finished before the failure may hold a fallback. The stages after a redone one run again only when what they read
     of it changed (tasks.policies), so a title asked again and refused again costs the
     title's request alone."""
     if reason == "forced":

@@ -56,16 +56,20 @@ def _submit_chain(stages: list, plan, settings: Settings, run_id: str, item) -> 
     """Submit a document's six tasks, each taking the futures of those before it: the futures
     of its chain, extract's first and commit_document's last."""
     extract_stage, context_stage, split_stage, propose_stage, embed_stage, commit_stage = stages
-    # Salted, the chain misses Prefect's task cache and every stage runs again (LLM answers
-    # and embeddings still come from the content cache): a retry of failed chunks, and
-    # --force, whose unchanged documents would otherwise get the stored results back.
-    salt = run_id if item.reason in ("retry", "forced") else ""
+
+    def salt(stage) -> str:
+        # Salted, a stage misses Prefect's task cache and runs again (LLM answers and
+        # embeddings still come from the content cache): on --force every stage, on a retry
+        # those that may hold what failed (WorkItem.redo). A later stage misses only when
+        # what it reads of a redone one changed (tasks.policies.document_cache_key).
+        return run_id if stage.name in item.redo else ""
+
     fp = plan.fingerprint_for(item.source)
-    doc = extract_stage.submit(item, settings, fp, salt)
-    context = context_stage.submit(doc, settings, fp, salt)
-    chunks = split_stage.submit(doc, context, settings, fp, salt)
-    props = propose_stage.submit(doc, chunks, context, settings, fp, salt)
-    vectors = embed_stage.submit(doc, chunks, props, settings, fp, salt)
+    doc = extract_stage.submit(item, settings, fp, salt(extract_stage))
+    context = context_stage.submit(doc, settings, fp, salt(context_stage))
+    chunks = split_stage.submit(doc, context, settings, fp, salt(split_stage))
+    props = propose_stage.submit(doc, chunks, context, settings, fp, salt(propose_stage))
+    vectors = embed_stage.submit(doc, chunks, props, settings, fp, salt(embed_stage))
     done = commit_stage.submit(item, doc, context, chunks, props, vectors, settings, fp, run_id)
     return [doc, context, chunks, props, vectors, done]
 

@@ -14,8 +14,10 @@ answers and the offline backend's rules share one implementation.
 Each check answers a short reason (stored in lineage) or None when the answer passes.
 """
 
-# Of the title and summary checks: part of the pipeline fingerprint and of the title/summary
-# cache keys (they judge the answer before it is cached): changing one asks again.
+# Of the title and summary checks, which judge an answer before it is cached and a cached
+# answer before it is used: part of the pipeline fingerprint only, so changing one re-checks
+# every indexed document's title and summary on the next run, and asks again only those the
+# checks now reject.
 CHECKS_VERSION = "checks-v1"
 # Of the proposition checks, which judge cached answers on every run: part of the pipeline
 # fingerprint only, so changing one re-checks every indexed document on the next run without

@@ -209,16 +209,18 @@ def _names_anything(paths: list[str]) -> bool:
 
 def _pdfs_to_read(paths: list[str], plan, allowed_roots: list[str]) -> list[str] | None:
     """The PDFs (or other formats PyMuPDF reads) the run may extract, in the order the flow
-    takes them: the planned ones, or, before planning, those the paths name or hold (folders
-    walked, globs expanded), so that a run of Markdown and text files starts no extraction
-    worker. None when object-store prefixes are among the paths: their objects are listed
-    only when the flow plans."""
+    takes them: the planned ones but retries, or, before planning, those the paths name or
+    hold (folders walked, globs expanded), so that a run of Markdown and text files starts
+    no extraction worker. None when object-store prefixes are among the paths: their
+    objects are listed only when the flow plans."""
     from propdex.extract import PYMUPDF_SUFFIXES
     from propdex.remote import is_remote
     from propdex.sources import discover
 
     if plan is not None:
-        sources = [item.source for item in plan.to_process]
+        # A retry's extraction comes from Prefect's task cache (redo_stages): read early, it
+        # would be read for nothing.
+        sources = [item.source for item in plan.to_process if item.reason != "retry"]
     elif any(is_remote(path) for path in paths):
         return None
     else:

@@ -76,5 +76,11 @@ class LLMBackend(ABC):
     ) -> LLMResult[list[Scores]]:
         """One Scores per proposition (same order), graded against the chunk text in one call."""
 
+    def answer_problem(self, step: str, answer: str, *, document: str, title: str = "") -> str | None:
+        """Why the checks, as they are now, reject ``answer``, a title or summary this backend
+        gave earlier (from the content cache) for ``document`` (and ``title``), or None. The
+        offline backend's answers are its rules' own and are not checked."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release network clients."""

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from propdex.checks.context import summary_problem, title_problem
 from propdex.llm.base import CHARS_PER_TOKEN, LLMBackend, LLMResult
 from propdex.llm.client import LLMClient, repair_request
 from propdex.llm.context_window import estimated_prompt_tokens, prefix_chars_within_window
@@ -116,6 +117,13 @@ class OpenAIBackend(LLMBackend):
             "document": text, "title": title, "instructions": self._instructions("summary"),
         })
         return LLMResult(answer.summary, usage)
+
+    def answer_problem(self, step: str, answer: str, *, document: str, title: str = "") -> str | None:
+        # The checks TitleAnswer and SummaryAnswer apply to an answer before it is cached.
+        if step == "title":
+            return title_problem(answer, document=document, instructions=self._instructions(step))
+        return summary_problem(answer, document=document, title=title,
+                               instructions=self._instructions(step))
 
     def propositions(
         self, chunk_text: str, *, title: str, section: str | None

@@ -7,10 +7,12 @@ fails after the retries, the offline backend's title or summary stands in. So do
 the deterministic checks reject twice (a placeholder title, an off-topic summary: see
 ``propdex.checks.context``; the client asks once for a repair). The fallback is
 named in ``DocumentContext.fallback`` (the documents row and the run report show it), is
-never cached, and the planner retries the document on the next run. A configuration error
-(bad key, unknown model) still stops the run, and so does a server found unreachable
-(LLMServerUnreachableError): no offline answer is made for a document whose propositions
-would fail at once.
+never cached, and the planner retries the document on the next run. A cached answer is
+checked again before it is used: the checks may have changed since it was cached (their
+version is in the pipeline fingerprint, not in the answer's key), and only an answer they
+now reject is asked again. A configuration error (bad key, unknown model) still stops the
+run, and so does a server found unreachable (LLMServerUnreachableError): no offline answer
+is made for a document whose propositions would fail at once.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from propdex.cache import ResultCache, cache_key
-from propdex.checks import CHECKS_VERSION
 from propdex.errors import LLMCheckError, LLMConfigurationError, LLMError
 from propdex.llm.base import LLMBackend, LLMResult, bounded_prefix
 from propdex.llm.offline import OfflineBackend
@@ -28,6 +29,9 @@ from propdex.models import DocumentContext, ExtractedDocument, Usage
 from propdex.settings import Settings
 
 log = logging.getLogger("propdex.pipeline")
+# The checks' version the title and summary keys had when it left them: a constant, so a new
+# checks version re-checks the cached answers rather than missing them.
+KEYED_CHECKS = "checks-v1"
 
 
 @dataclass
@@ -40,12 +44,16 @@ class Answer:
 
 def _ask_or_fall_back(
     step: str, key: str, cache: ResultCache, ask: Callable[[], LLMResult[str]],
-    fall_back: Callable[[], LLMResult[str]], source: str,
+    fall_back: Callable[[], LLMResult[str]], problem: Callable[[str], str | None], source: str,
 ) -> Answer:
-    """The cached or asked answer, or the offline backend's when asking failed."""
+    """The cached answer if the checks (``problem``) still accept it, else the asked answer,
+    or the offline backend's when asking failed."""
     cached = cache.get_llm(key)
     if cached is not None:
-        return Answer(cached, Usage(cached_calls=1))
+        rejected = problem(cached)
+        if rejected is None:
+            return Answer(cached, Usage(cached_calls=1))
+        log.info("%s: the cached %s fails the checks now (%s): asking again", source, step, rejected)
     try:
         result = ask()
     except LLMConfigurationError:
@@ -68,7 +76,8 @@ def document_context(
     versions = backend.prompt_versions()
     offline = OfflineBackend(settings)  # rules only: cheap to build, nothing to close
 
-    # The checks' version is in the keys: an answer cached before a check changed is asked again.
+    # The checks' version is not in the keys (KEYED_CHECKS): a cached answer is checked again
+    # instead, and asked again only when the checks now reject it.
     # Where the model's context window is known and smaller, less of the text is sent (and
     # recorded as cut), so the prompt fits: else the request fails and the offline title stands in.
     title_tokens = backend.fitting_prefix_tokens("title", doc.text, settings.title_prefix_tokens,
@@ -76,12 +85,13 @@ def document_context(
     title_text, title_cut = bounded_prefix(doc.text, title_tokens)
     key = cache_key(
         step="title", model=settings.model_for("context"), prompt=versions["title"],
-        checks=CHECKS_VERSION, hint=doc.title_hint, truncated=title_cut, text=title_text,
+        checks=KEYED_CHECKS, hint=doc.title_hint, truncated=title_cut, text=title_text,
     )
     title = _ask_or_fall_back(
         "title", key, cache,
         lambda: backend.title(title_text, truncated=title_cut, hint=doc.title_hint),
-        lambda: offline.title(title_text, truncated=title_cut, hint=doc.title_hint), doc.source,
+        lambda: offline.title(title_text, truncated=title_cut, hint=doc.title_hint),
+        lambda answer: backend.answer_problem("title", answer, document=title_text), doc.source,
     )
 
     summary_tokens = backend.fitting_prefix_tokens("summary", doc.text, settings.summary_prefix_tokens,
@@ -89,12 +99,15 @@ def document_context(
     summary_text, summary_cut = bounded_prefix(doc.text, summary_tokens)
     key = cache_key(
         step="summary", model=settings.model_for("context"), prompt=versions["summary"],
-        checks=CHECKS_VERSION, title=title.text, truncated=summary_cut, text=summary_text,
+        checks=KEYED_CHECKS, title=title.text, truncated=summary_cut, text=summary_text,
     )
     summary = _ask_or_fall_back(
         "summary", key, cache,
         lambda: backend.summary(summary_text, title=title.text, truncated=summary_cut),
-        lambda: offline.summary(summary_text, title=title.text, truncated=summary_cut), doc.source,
+        lambda: offline.summary(summary_text, title=title.text, truncated=summary_cut),
+        lambda answer: backend.answer_problem("summary", answer, document=summary_text,
+                                              title=title.text),
+        doc.source,
     )
 
     answers = {"title": title, "summary": summary}

@@ -36,6 +36,9 @@ class WorkItem:
     size: int | None = None
     found_at: list[str] | None = None  # the documents row's found_at after this run
     changed: str | None = None  # "settings changed": what, in words (what_changed)
+    # The stages (task names) whose results Prefect's task cache must not give back: those a
+    # retry redoes (redo_stages), every stage when forced.
+    redo: tuple[str, ...] = ()
 
 
 @dataclass
@@ -138,6 +141,29 @@ def degraded(row: dict) -> bool:
     from the offline fallback, or ungraded propositions. The next run retries it; answers
     that succeeded come from the content cache, so only the failed calls are paid again."""
     return bool(row.get("chunk_failures") or row.get("context_fallback") or row.get("ungraded_count"))
+
+
+# The document stages, by task name, in the order they run.
+STAGES = ("extract", "document-context", "chunk", "propositions", "embed")
+
+
+def redo_stages(reason: str, row: dict | None) -> tuple[str, ...]:
+    """The stages whose stored results a run must not reuse: every one when forced; of a
+    retry, those that may hold what failed. Extraction never does (its output depends only
+    on the bytes and the settings, which a retry leaves as they were), nor chunking (it runs
+    again when the headers it attaches change); the title and summary do when one fell back,
+    the propositions when a chunk failed or went ungraded. Of a document that failed, both:
+    a stage that finished before the failure may hold a fallback. The stages after a redone one run again only when what they read
+    of it changed (tasks.policies), so a title asked again and refused again costs the
+    title's request alone."""
+    if reason == "forced":
+        return STAGES
+    if reason != "retry" or row is None:
+        return ()
+    if row["status"] != "indexed":
+        return ("document-context", "propositions")
+    return (("document-context",) if row.get("context_fallback") else ()) + (
+        ("propositions",) if row.get("chunk_failures") or row.get("ungraded_count") else ())
 
 
 def _reason(item: WorkItem, row: dict | None, fingerprint: str, force: bool) -> str:
@@ -243,7 +269,7 @@ def _decide(plan: Plan, item: WorkItem, row: dict | None, force: bool) -> None:
         changed = what_changed(row, plan.parts_for(item.source))
         plan.to_process.append(replace(item, reason=reason, changed=changed))
     else:
-        plan.to_process.append(replace(item, reason=reason))
+        plan.to_process.append(replace(item, reason=reason, redo=redo_stages(reason, row)))
 
 
 def fetch_changed(plan: Plan, objects: list[RemoteObject], ledger: list[dict],

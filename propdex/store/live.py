@@ -30,12 +30,24 @@ def vector_space(embed_model: str) -> str:
 
 
 @dataclass(frozen=True)
+class VectorSplit:
+    """The live documents a vector ranking with one embedding model searches, and those it
+    leaves out because another model's vectors stand for them."""
+
+    searched: list[str] | None  # doc_ids in the model's vector space; None: all of the scope
+    left_out: dict[str, int]  # embed_model -> documents of the scope it embedded, not searched
+    scope: int  # documents in the scope
+
+
+@dataclass(frozen=True)
 class LiveDocuments:
     """One version's live documents. Shared between threads: never modify its dicts."""
 
     version: int | None  # documents table version it was read at; None = no table
     documents: dict[str, dict] = field(default_factory=dict)  # doc_id -> LIVE_COLUMNS
     runs: dict[str, str] = field(default_factory=dict)  # doc_id -> committed run_id
+    # vector space -> its VectorSplit of every live document, made once per version
+    _splits: dict[str, VectorSplit] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of_rows(cls, version: int, rows: list[dict]) -> LiveDocuments:
@@ -54,6 +66,29 @@ class LiveDocuments:
         documents were embedded with, and how many documents each."""
         space = vector_space(embed_model)
         return {model: n for model, n in self.embed_models.items() if vector_space(model) != space}
+
+    def vector_split(self, embed_model: str, doc_ids: list[str] | None) -> VectorSplit:
+        """Which of the live documents ``doc_ids`` (None: every one) a vector ranking with
+        ``embed_model`` can search: those embedded in its vector space, or with no model
+        recorded. While an ingest with another embedder re-embeds an index, the rest are
+        left out. An index of one space (the usual case) costs a look at embed_models;
+        a mixed one, a pass over the documents once per version, or over ``doc_ids``."""
+        if not self.embedded_elsewhere(embed_model):
+            return VectorSplit(None, {}, len(self.runs if doc_ids is None else doc_ids))
+        space = vector_space(embed_model)
+        if doc_ids is None and space in self._splits:
+            return self._splits[space]
+        searched, left_out = [], Counter()
+        for doc_id in sorted(self.runs) if doc_ids is None else doc_ids:
+            model = self.documents[doc_id].get("embed_model")
+            if model is None or vector_space(model) == space:
+                searched.append(doc_id)
+            else:
+                left_out[model] += 1
+        split = VectorSplit(searched, dict(left_out), len(searched) + left_out.total())
+        if doc_ids is None:
+            self._splits[space] = split  # two threads may both make it: the same value
+        return split
 
 
 class LiveDocumentsCache:

@@ -15,6 +15,7 @@ import pytest
 
 from propdex.api import open_index
 from propdex.errors import EmbedderMismatchError
+from propdex.store import Index
 from propdex.store.live import LiveDocuments
 from tests.cli_capture import run_cli
 from tests.service_harness import (
@@ -23,6 +24,7 @@ from tests.service_harness import (
     embedding_environment,
     half_reembedded_index,
     running_service,
+    version,
 )
 
 
@@ -105,20 +107,46 @@ def test_the_service_answers_200_with_the_field(db, scripted):
         response.json()[0]["vector_left_out"])
 
 
-def test_an_index_of_one_vector_space_is_split_without_a_pass_over_its_documents():
-    # int8 and fp32 MiniLM are one space: no document is left out, and no list is made.
+def test_an_index_of_one_vector_space_is_searched_without_a_filter():
+    # int8 and fp32 MiniLM are one space: no document is left out, no row filtered.
     live = LiveDocuments.of_rows(3, [
         {"doc_id": "a", "run_id": "r", "embed_model": "all-MiniLM-L6-v2"},
         {"doc_id": "b", "run_id": "r", "embed_model": "all-MiniLM-L6-v2-int8"}])
     split = live.vector_split("all-MiniLM-L6-v2-int8", None)
-    assert (None, {}, 2) == (split.searched, split.left_out, split.scope)
+    assert (None, 2, {}) == (split.embed_models, split.searched, split.left_out)
 
 
-def test_a_mixed_index_is_split_once_per_version():
+def test_a_mixed_index_is_searched_by_the_models_of_the_querys_space():
     live = LiveDocuments.of_rows(3, [
         {"doc_id": "a", "run_id": "r", "embed_model": "all-MiniLM-L6-v2-int8"},
         {"doc_id": "b", "run_id": "r", "embed_model": E5},
         {"doc_id": "c", "run_id": "r", "embed_model": None}])
-    first = live.vector_split("all-MiniLM-L6-v2", None)
-    assert (["a", "c"], {E5: 1}, True) == (
-        first.searched, first.left_out, live.vector_split("all-MiniLM-L6-v2-int8", None) is first)
+    split = live.vector_split("all-MiniLM-L6-v2", None)
+    assert (("all-MiniLM-L6-v2-int8", None), 2, {E5: 1}) == (
+        split.embed_models, split.searched, split.left_out)
+
+
+def test_a_scoped_search_counts_the_documents_of_its_scope():
+    live = LiveDocuments.of_rows(3, [
+        {"doc_id": d, "run_id": "r", "embed_model": E5 if d in "bc" else SEARCHED}
+        for d in "abcd"])
+    split = live.vector_split(SEARCHED, ["a", "b"])
+    assert ((SEARCHED,), 1, {E5: 1}) == (split.embed_models, split.searched, split.left_out)
+
+
+@pytest.mark.parametrize("optimized", [False, True])  # the embed_model bitmap index, or none
+def test_rows_of_no_recorded_model_are_searched_by_vector(tmp_path, scripted, monkeypatch,
+                                                          optimized):
+    half_reembedded_index(tmp_path / "db")
+    gamma = version("gamma", "r1", [["Crows remember faces."]], "/corpus/gamma.md", "Gamma")
+    for row in [gamma.document, *gamma.chunks, *gamma.propositions]:
+        row["embed_model"] = None  # an index written before the model was recorded
+    index = Index.open(str(tmp_path / "db"), dim=8)
+    index.replace_document(*gamma.rows)
+    if optimized:
+        index.optimize()
+    for name, value in embedding_environment(scripted).items():
+        monkeypatch.setenv(name, value)
+    hits = open_index(str(tmp_path / "db")).search("Crows remember faces.", mode="vector", k=5)
+    assert ({"alpha", "gamma"}, 1) == (
+        {h.doc_id for h in hits}, hits[0].vector_left_out["documents"])

@@ -156,8 +156,8 @@ class _Scope:
 
     doc_ids: list[str] | None  # None: every live document
     meta: list[str] | None  # "key=value" entries each row must hold; None: no filter
-    # The vector rankings' documents: those of doc_ids embedded in the query's vector space
-    vector_doc_ids: list[str] | None
+    # The embed_model values of the rows the vector rankings search (VectorSplit); None: all
+    embed_models: tuple[str | None, ...] | None = None
 
 
 @dataclass
@@ -204,17 +204,16 @@ def search(
     allowed = _allowed_documents(documents, live, doc_ids, source_glob)
     if not live or allowed == []:
         return []
-    vector_ids, left_out = allowed, None
+    scope, left_out = _Scope(allowed, meta or None), None
     if mode != "fts" and embed_model is not None:
         split = snapshot.vector_split(embed_model, allowed)
-        if not split.searched and split.left_out:
+        if split.left_out and not split.searched:
             raise embedder_mismatch(source.reader.index_uri, embed_model, split,
                                     scoped=allowed is not None)
         if split.left_out:
-            vector_ids, left_out = split.searched, vector_left_out(split, embed_model,
-                                                                   hybrid=mode == "hybrid")
+            scope = _Scope(allowed, meta or None, split.embed_models)
+            left_out = vector_left_out(split, embed_model, hybrid=mode == "hybrid")
     vector = _OnceVector(query_vector)
-    scope = _Scope(allowed, meta or None, vector_ids)
     if level == "propositions":
         results = _proposition_results(source, query, vector, mode, k, scope, live,
                                        documents)[:k]
@@ -257,7 +256,8 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
 
     def by_vector() -> list[dict]:
         return source.vector_ranking(table, vector(), limit=depth, columns=columns,
-                                     doc_ids=scope.vector_doc_ids, meta=scope.meta)
+                                     doc_ids=scope.doc_ids, meta=scope.meta,
+                                     embed_models=scope.embed_models)
 
     def by_text() -> list[dict]:
         return source.text_ranking(table, query, limit=depth, columns=columns,

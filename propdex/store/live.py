@@ -34,9 +34,15 @@ class VectorSplit:
     """The live documents a vector ranking with one embedding model searches, and those it
     leaves out because another model's vectors stand for them."""
 
-    searched: list[str] | None  # doc_ids in the model's vector space; None: all of the scope
+    # The embed_model values of the rows it searches (None among them: rows that recorded no
+    # model); None: every row, the index holding no other vector space.
+    embed_models: tuple[str | None, ...] | None
+    searched: int  # documents of the scope in the model's vector space (or of no model)
     left_out: dict[str, int]  # embed_model -> documents of the scope it embedded, not searched
-    scope: int  # documents in the scope
+
+    @property
+    def scope(self) -> int:
+        return self.searched + sum(self.left_out.values())
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,6 @@ class LiveDocuments:
     version: int | None  # documents table version it was read at; None = no table
     documents: dict[str, dict] = field(default_factory=dict)  # doc_id -> LIVE_COLUMNS
     runs: dict[str, str] = field(default_factory=dict)  # doc_id -> committed run_id
-    # vector space -> its VectorSplit of every live document, made once per version
-    _splits: dict[str, VectorSplit] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of_rows(cls, version: int, rows: list[dict]) -> LiveDocuments:
@@ -69,26 +73,20 @@ class LiveDocuments:
 
     def vector_split(self, embed_model: str, doc_ids: list[str] | None) -> VectorSplit:
         """Which of the live documents ``doc_ids`` (None: every one) a vector ranking with
-        ``embed_model`` can search: those embedded in its vector space, or with no model
-        recorded. While an ingest with another embedder re-embeds an index, the rest are
-        left out. An index of one space (the usual case) costs a look at embed_models;
-        a mixed one, a pass over the documents once per version, or over ``doc_ids``."""
-        if not self.embedded_elsewhere(embed_model):
-            return VectorSplit(None, {}, len(self.runs if doc_ids is None else doc_ids))
-        space = vector_space(embed_model)
-        if doc_ids is None and space in self._splits:
-            return self._splits[space]
-        searched, left_out = [], Counter()
-        for doc_id in sorted(self.runs) if doc_ids is None else doc_ids:
-            model = self.documents[doc_id].get("embed_model")
-            if model is None or vector_space(model) == space:
-                searched.append(doc_id)
-            else:
-                left_out[model] += 1
-        split = VectorSplit(searched, dict(left_out), len(searched) + left_out.total())
+        ``embed_model`` searches: those embedded in its vector space, or with no model
+        recorded; while an ingest with another embedder re-embeds the index, the rest are
+        left out. Made from embed_models, counted once per version, without a pass over the
+        documents, but for a search restricted to ``doc_ids``, whose models are looked up."""
+        elsewhere = self.embedded_elsewhere(embed_model)
+        if not elsewhere:
+            return VectorSplit(None, len(self.runs if doc_ids is None else doc_ids), {})
+        models = tuple(sorted(m for m in self.embed_models if m not in elsewhere))
+        models += (None,) if len(self.documents) > self.embed_models.total() else ()
         if doc_ids is None:
-            self._splits[space] = split  # two threads may both make it: the same value
-        return split
+            return VectorSplit(models, len(self.documents) - sum(elsewhere.values()), elsewhere)
+        of_scope = Counter(self.documents[doc_id].get("embed_model") for doc_id in doc_ids)
+        left_out = {model: n for model, n in of_scope.items() if model in elsewhere}
+        return VectorSplit(models, len(doc_ids) - sum(left_out.values()), left_out)
 
 
 class LiveDocumentsCache:

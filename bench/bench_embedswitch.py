@@ -6,9 +6,11 @@ two propdex checkouts side by side (rounds alternate which runs first).
     python bench/bench_embedswitch.py --filters [--sizes 100000 1000000]
 
 Indexes: bench/serve_indexes.py (N propositions in N/100 documents, all embedded with
-"all-MiniLM-L6-v2"), and a copy of it whose first half of documents (documents, chunks and
-propositions rows) records "multilingual-e5-small-q4" instead, optimized again: what an
-ingest that switched back to MiniLM leaves when it has re-embedded half the documents.
+"all-MiniLM-L6-v2"), and two copies of it whose first half of documents (documents, chunks
+and propositions rows) records "multilingual-e5-small-q4" instead, optimized again: what an
+ingest that switched back to MiniLM leaves when it has re-embedded half the documents; one
+with the embed_model bitmap index optimize() builds, one without (the first ingest after
+the upgrade builds it only when it ends).
 
 Per round and checkout, one process (PYTHONPATH = the checkout) opens the index with
 open_index (the default embedder, int8 MiniLM, is the query's model), warms up on 5
@@ -42,9 +44,12 @@ SEARCHES = {"default (both, hybrid)": ("both", "hybrid"),
             "both, fts": ("both", "fts")}
 
 
-def half_switched(db: Path) -> Path:
-    """A copy of ``db`` whose first half of documents records E5 as their embedder."""
-    copy = db.parent.parent / (db.parent.name + "-half-e5") / "db"
+def half_switched(db: Path, bitmap: bool) -> Path:
+    """A copy of ``db`` whose first half of documents records E5 as their embedder, optimized
+    (by this checkout: its embed_model bitmap index built), and without that index unless
+    ``bitmap``: an index re-embedded by the first ingest after the upgrade, which builds the
+    index only when it ends."""
+    copy = db.parent.parent / (db.parent.name + ("-half-e5-bitmap" if bitmap else "-half-e5-v2")) / "db"
     if (copy.parent / "done").is_file():
         return copy
     shutil.rmtree(copy.parent, ignore_errors=True)
@@ -59,6 +64,11 @@ def half_switched(db: Path) -> Path:
     for name in ("documents", "chunks", "propositions"):
         connection.open_table(name).update(where=where, values={"embed_model": E5})
     Index.open(str(copy), create=False).optimize()
+    for name in ("chunks", "propositions"):
+        table = connection.open_table(name)
+        for index in table.list_indices():
+            if index.columns == ["embed_model"] and not bitmap:
+                table.drop_index(index.name)
     (copy.parent / "done").write_text(where)
     return copy
 
@@ -200,12 +210,14 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for n in args.sizes:
         uniform = build(n, data)
-        half = half_switched(uniform)
+        halves = {f"{n} half-switched, bitmap": half_switched(uniform, bitmap=True),
+                  f"{n} half-switched, no bitmap": half_switched(uniform, bitmap=False)}
         if args.filters:
-            filters(half, queries)
+            for label, half in halves.items():
+                print(label, flush=True)
+                filters(half, queries)
         else:
-            compare(args.base, {f"{n} uniform": uniform, f"{n} half-switched": half},
-                    queries, args.rounds)
+            compare(args.base, {f"{n} uniform": uniform, **halves}, queries, args.rounds)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

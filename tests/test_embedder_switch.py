@@ -15,6 +15,7 @@ import pytest
 
 from propdex.api import open_index
 from propdex.errors import EmbedderMismatchError
+from propdex.integrations.searches import citation
 from propdex.store import Index
 from propdex.store.live import LiveDocuments
 from tests.cli_capture import run_cli
@@ -150,3 +151,8 @@ def test_rows_of_no_recorded_model_are_searched_by_vector(tmp_path, scripted, mo
     hits = open_index(str(tmp_path / "db")).search("Crows remember faces.", mode="vector", k=5)
     assert ({"alpha", "gamma"}, 1) == (
         {h.doc_id for h in hits}, hits[0].vector_left_out["documents"])
+
+
+def test_a_retrievers_citation_carries_the_field(reader):
+    hits = reader.search("Bees make honey from nectar.", k=1)
+    assert hybrid_left_out() == citation(hits[0].to_dict())["vector_left_out"]

@@ -3,6 +3,7 @@ two propdex checkouts side by side (rounds alternate which runs first).
 
     python bench/bench_embedswitch.py --base /work/wt/embedswitch-base [--sizes 100000]
                                       [--queries 60] [--rounds 4] [--corpus ../shared/corpus]
+    python bench/bench_embedswitch.py --base ... --uniform-only --rounds 8
     python bench/bench_embedswitch.py --filters [--sizes 100000 1000000]
 
 Indexes: bench/serve_indexes.py (N propositions in N/100 documents, all embedded with
@@ -197,6 +198,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--filters", action="store_true")
+    parser.add_argument("--uniform-only", action="store_true",
+                        help="compare on the uniform index alone (more rounds in the time)")
     sys.path.insert(0, str(REPO / "bench"))
     from serve_indexes import add_corpus_argument, build, load_sentences, use_corpus
 
@@ -217,7 +220,8 @@ def main() -> None:
                 print(label, flush=True)
                 filters(half, queries)
         else:
-            compare(args.base, {f"{n} uniform": uniform, **halves}, queries, args.rounds)
+            compare(args.base, {f"{n} uniform": uniform, **({} if args.uniform_only else halves)},
+                    queries, args.rounds)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -31,7 +31,7 @@ from tests.service_harness import (
 
 def hybrid_left_out(scope: int = 2) -> dict:
     return {"documents": 1, "embed_models": {E5: 1}, "searched_by_text": True,
-            "warning": f"1 of the {scope} documents searched were searched by full text only: "
+            "warning": f"1 of the {scope} documents were searched by full text only: "
                        f"their vectors come from another model than this search's {SEARCHED!r} "
                        f"(1 with {E5!r}), which an ingest with this embedder replaces document "
                        "by document"}
@@ -60,7 +60,7 @@ def test_a_vector_search_searches_the_documents_of_its_embedder_and_names_the_ot
 
 def test_a_vector_search_says_full_text_would_reach_the_others(reader):
     hits = reader.search("Owls nest in old trees.", mode="vector", level="chunks", k=1)
-    assert ("1 of the 2 documents searched were not searched (a hybrid or full-text search "
+    assert ("1 of the 2 documents were not searched (a hybrid or full-text search "
             "reaches them): their vectors come from another model") == (
         hits[0].vector_left_out["warning"].split(" than ")[0])
 

@@ -31,7 +31,7 @@ def vector_left_out(split: VectorSplit, embed_model: str, hybrid: bool) -> dict:
     count = sum(split.left_out.values())
     reached = ("searched by full text only" if hybrid
                else "not searched (a hybrid or full-text search reaches them)")
-    warning = (f"{count} of the {split.scope} documents searched were {reached}: their vectors "
+    warning = (f"{count} of the {split.scope} documents were {reached}: their vectors "
                f"come from another model than this search's {embed_model!r} "
                f"({_models(split.left_out)}), which an ingest with this embedder replaces "
                "document by document")

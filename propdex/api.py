@@ -18,6 +18,7 @@ IndexReader is safe to share between threads.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from propdex.embed.query import query_settings
-from propdex.errors import EmbedderMismatchError, IndexNotFoundError
+from propdex.errors import IndexNotFoundError
 from propdex.metadata import MetadataInput, filter_entries
 from propdex.search import DEFAULT_K, DEFAULT_LEVEL, DEFAULT_MODE, Level, Mode, SearchResult, search
 from propdex.search.rankings import LanceReader
@@ -34,10 +35,11 @@ from propdex.settings import Settings
 from propdex.store import Index
 from propdex.store import predicates as p
 from propdex.store.datasets import index_folder_missing
-from propdex.store.live import LiveDocuments
 from propdex.store.schema import CHUNKS, PROPOSITIONS, TABLES
 
 QUERY_VECTOR_CACHE = 1024  # query vectors kept per reader (1.5 KiB each)
+
+log = logging.getLogger("propdex.search")
 
 # What GET /documents lists per document: its state, description, counts and last run.
 DOCUMENT_SUMMARY_FIELDS = (
@@ -67,6 +69,9 @@ class IndexReader:
         # Agents and applications repeat queries; the vector of a query never changes for
         # one embedder.
         self._query_vector = functools.lru_cache(maxsize=QUERY_VECTOR_CACHE)(self._embed_query)
+        # The last vector_left_out warning logged, with its documents table version: a
+        # service searched throughout a re-embedding logs each new state, not every query.
+        self._warned: tuple[int | None, str] | None = None
 
     # Queries -----------------------------------------------------------------------------
     @property
@@ -99,20 +104,31 @@ class IndexReader:
         (propdex.metadata). SearchRequestError when an argument is outside the bounds every
         surface shares (propdex.service.bounds: the service answers it with a 422);
         IndexNotFoundError when the index's folder does not exist (not created yet, or
-        removed); StorageError when a table cannot be read."""
+        removed); StorageError when a table cannot be read; EmbedderMismatchError for a
+        vector or hybrid search none of whose documents was embedded with the configured
+        model (an index built with PROPDEX_EMBEDDER=e5-small searched without it). While
+        only some were (an ingest with a new embedder under way), the others are searched by
+        full text only, and each result's ``vector_left_out`` says so (also logged)."""
         checked_search(self.settings.api_max_query_chars, {
             "query": query, "level": level, "mode": mode, "k": k, "doc_ids": doc_ids,
             "source": source, "where": where})
         meta = filter_entries(where)
         self._require_index()
         rankings = self.reader.rankings()  # every ranking of this search reads this state
-        if mode != "fts":
-            self._require_vector_space(rankings.live_documents())
         # Embedded lazily: the full-text rankings start while the query is being embedded.
         vector = None if mode == "fts" else functools.partial(
             self._given_or_embedded, query, query_vector)
-        return search(rankings, query, vector, level=level, mode=mode, k=k,
-                      doc_ids=doc_ids, source_glob=source, meta=meta)
+        # The configured model, not the embedder's name: naming it must not load the model
+        # (a search whose documents are all of another model is refused before embedding).
+        results = search(rankings, query, vector, level=level, mode=mode, k=k,
+                         doc_ids=doc_ids, source_glob=source, meta=meta,
+                         embed_model=self.settings.embed_model_name)
+        if results and (left_out := results[0].vector_left_out) is not None:
+            warned = (rankings.live_documents().version, left_out["warning"])
+            if warned != self._warned:
+                self._warned = warned
+                log.warning("%s: %s", self.index.uri, left_out["warning"])
+        return results
 
     def _require_index(self) -> None:
         """IndexNotFoundError when the index's folder does not exist: a service started
@@ -121,24 +137,6 @@ class IndexReader:
             raise IndexNotFoundError(
                 f"no index at {self.index.uri}: its folder does not exist (run `propdex "
                 "ingest` to create it, or check the db setting)")
-
-    def _require_vector_space(self, live: LiveDocuments) -> None:
-        """EmbedderMismatchError when live documents were embedded with another model than
-        the configured one (an index built with PROPDEX_EMBEDDER=e5-small searched without
-        it, or left half re-embedded by an ingest with another embedder): both models give
-        384 dimensions, so the vectors would be compared and the scores be meaningless."""
-        configured = self.settings.embed_model_name
-        others = live.embedded_elsewhere(configured)
-        if not others:
-            return
-        found = ", ".join(f"{n} with {m!r}" for m, n in sorted(others.items()))
-        raise EmbedderMismatchError(
-            f"the index at {self.index.uri} holds documents embedded with another model than "
-            f"this search's {configured!r} ({found} of {len(live.documents)}): their vectors "
-            "cannot be compared. Search with the embedder they were built with "
-            "(PROPDEX_EMBEDDER, PROPDEX_EMBED_MODEL), or re-embed them with this one: "
-            f"`propdex ingest <their folders> --db {self.index.uri}` (LLM answers come from the "
-            "cache); `--mode fts` searches meanwhile")
 
     def _given_or_embedded(self, query: str,
                            given: Callable[[], np.ndarray | None] | None) -> np.ndarray:

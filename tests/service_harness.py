@@ -19,6 +19,8 @@ from tests.store_rows import DIM, make_version
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 120  # a loaded 2-core machine imports FastAPI and LanceDB slowly
+SEARCHED = "scripted-embed"  # the model embedding_environment searches with
+E5 = "multilingual-e5-small-q4"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def scripted_vector(text: str) -> np.ndarray:
 
 def embedding_environment(scripted: ScriptedServer) -> dict[str, str]:
     """PROPDEX_* variables that make the service (and the CLI) embed through ``scripted``."""
-    return {"PROPDEX_EMBEDDER": "openai", "PROPDEX_EMBED_MODEL": "scripted-embed",
+    return {"PROPDEX_EMBEDDER": "openai", "PROPDEX_EMBED_MODEL": SEARCHED,
             "PROPDEX_EMBED_BASE_URL": scripted.url + "/v1", "PROPDEX_EMBED_API_KEY": "sk-test",
             "PROPDEX_LLM_TIMEOUT": "5"}
 
@@ -52,8 +54,25 @@ def version(doc_id: str, run_id: str, facts: list[list[str]], source: str, title
         chunk_vectors={i: scripted_vector(p) for i, p in enumerate(paragraphs)},
         prop_vectors={(i, j): scripted_vector(fact) for i, chunk in enumerate(facts)
                       for j, fact in enumerate(chunk)},
-        embed_model="scripted-embed",  # what embedding_environment searches with
+        embed_model=SEARCHED,
     )
+
+
+def half_reembedded_index(db: Path) -> None:
+    """An index an ingest with a new embedder has half re-embedded: "alpha" embedded with
+    the model embedding_environment searches with, "beta" still with e5-small. Both are
+    committed through Index.replace_document, as an ingest commits them."""
+    from propdex.store import Index
+
+    index = Index.open(str(db), dim=DIM)
+    index.replace_document(*version(
+        "alpha", "r1", [["Owls hunt small mammals at night.", "Owls nest in old trees."]],
+        "/corpus/reports/alpha.pdf", "Alpha Report").rows)
+    beta = version("beta", "r1", [["Bees make honey from nectar.", "Honey keeps for years."]],
+                   "/corpus/notes/beta.txt", "Beta Notes")
+    for row in [beta.document, *beta.chunks, *beta.propositions]:
+        row["embed_model"] = E5
+    index.replace_document(*beta.rows)
 
 
 @contextmanager

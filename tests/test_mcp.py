@@ -10,8 +10,10 @@ import pytest
 
 from propdex.store import Index
 from tests.service_harness import (
+    E5,
     REPO,
     embedding_environment,
+    half_reembedded_index,
     version,
 )
 from tests.store_rows import DIM
@@ -96,3 +98,13 @@ def test_a_damaged_table_is_an_error_result_naming_it(tmp_path, scripted):
     _, found = calls_to(db, scripted)(("search", {"query": "kites", "level": "chunks"}))
     assert (True, True) == (
         found.is_error, f"cannot read table chunks in the index at {db}: " in found.content[0].text)
+
+
+def test_a_search_of_a_half_re_embedded_index_says_what_it_searched_by_text_only(
+        tmp_path, scripted):
+    half_reembedded_index(tmp_path / "db")
+    _, found = calls_to(tmp_path / "db", scripted)(("search", {"query": "Bees make honey"}))
+    left_out = found.structured_content["result"][0]["vector_left_out"]
+    assert (False, {E5: 1}, True) == (
+        found.is_error, left_out["embed_models"],
+        "were searched by full text only" in found.content[0].text)

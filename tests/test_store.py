@@ -509,8 +509,10 @@ def _vector_index_names(index, table: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("table", "columns", "kinds"), [
-    (CHUNKS, ["chunk_id", "doc_id", "meta"], ["BTree", "BTree", "LabelList"]),
-    (PROPOSITIONS, ["passed", "doc_id", "meta"], ["Bitmap", "BTree", "LabelList"])])
+    (CHUNKS, ["chunk_id", "doc_id", "meta", "embed_model"],
+     ["BTree", "BTree", "LabelList", "Bitmap"]),
+    (PROPOSITIONS, ["passed", "doc_id", "meta", "embed_model"],
+     ["Bitmap", "BTree", "LabelList", "Bitmap"])])
 def test_optimize_builds_the_scalar_indexes_of_search_filters_once(index, table, columns,
                                                                    kinds):
     index.replace_document(*make_version("a", "r1", ["One.", "Two."]).rows)

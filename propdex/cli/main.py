@@ -327,6 +327,11 @@ def _search_results(args: argparse.Namespace) -> list[dict]:
         vector = embed_query_in_child(settings, args.query)
     from propdex.api import IndexReader
 
+    # The reader logs what a search left out of its vector rankings for long-running
+    # readers; here cmd_search prints it, once, also for results from a service.
+    logger = logging.getLogger("propdex.search")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
     try:
         return [r.to_dict() for r in IndexReader(settings).search(
             args.query, query_vector=vector, **options)]
@@ -344,6 +349,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"error": str(exc)}, ensure_ascii=False))
         raise
+    if results and (left_out := results[0].get("vector_left_out")):
+        print(f"propdex: warning: {left_out['warning']}", file=sys.stderr)
     if args.json:
         print(json.dumps(results, indent=2, default=str, ensure_ascii=False))
         return EXIT_OK

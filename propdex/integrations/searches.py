@@ -14,10 +14,10 @@ from propdex.errors import PropdexError
 from propdex.metadata import MetadataInput, filter_entries
 
 # The result fields a citation carries, as the search gives them; "boxes" only where the
-# index holds layout boxes.
+# index holds layout boxes, "vector_left_out" only while it is being re-embedded.
 CITATION_FIELDS = ("source", "title", "page_start", "page_end", "char_start", "char_end",
                    "doc_id", "chunk_id", "prop_id", "score", "level", "section", "chunk_text")
-OPTIONAL_FIELDS = ("boxes",)
+OPTIONAL_FIELDS = ("boxes", "vector_left_out")
 
 
 class IntegrationUnavailableError(PropdexError, ImportError):

@@ -1,5 +1,6 @@
 """Search: the search function (propdex.search.query), the rankings it reads from Lance
-(propdex.search.rankings) and their fusion (propdex.search.fusion)."""
+(propdex.search.rankings), their fusion (propdex.search.fusion), and what a vector ranking
+of an index embedded by several models searches (propdex.search.embedders)."""
 
 from propdex.search.fusion import RRF_K, reciprocal_rank_fusion
 from propdex.search.query import (

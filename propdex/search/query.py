@@ -32,6 +32,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
+from propdex.search.embedders import embedder_mismatch, vector_left_out
 from propdex.search.fusion import best_ranks, fused_propositions, reciprocal_rank_fusion
 from propdex.search.rankings import Rankings, RankingSource
 from propdex.store.schema import CHUNKS, PROPOSITIONS
@@ -130,6 +131,9 @@ class SearchResult:
     # Page rectangles of the hit ({page, x0, y0, x1, y1} in PDF points): the proposition's
     # for proposition hits, the chunk's for chunk hits; None without (non-PDF sources).
     boxes: list[dict] | None = None
+    # The search's, on each of its results: the live documents its vector rankings left out,
+    # embedded with another model than the query's (propdex.search.embedders); None: none.
+    vector_left_out: dict | None = None
 
     def to_dict(self) -> dict:
         # Shallow: every field is a plain value but the propositions and boxes, copied one
@@ -139,6 +143,10 @@ class SearchResult:
         values["propositions"] = [dict(p) for p in self.propositions]
         if self.boxes is not None:
             values["boxes"] = [dict(b) for b in self.boxes]
+        if self.vector_left_out is not None:
+            values["vector_left_out"] = {
+                **self.vector_left_out,
+                "embed_models": dict(self.vector_left_out["embed_models"])}
         return values
 
 
@@ -148,6 +156,8 @@ class _Scope:
 
     doc_ids: list[str] | None  # None: every live document
     meta: list[str] | None  # "key=value" entries each row must hold; None: no filter
+    # The embed_model values of the rows the vector rankings search (VectorSplit); None: all
+    embed_models: tuple[str | None, ...] | None = None
 
 
 @dataclass
@@ -167,13 +177,17 @@ def search(
     doc_ids: list[str] | None = None,
     source_glob: str | None = None,
     meta: list[str] | None = None,
+    embed_model: str | None = None,
 ) -> list[SearchResult]:
     """The top ``k`` results for ``query``; [] when the index is empty or does not exist.
     ``meta``: "key=value" entries a result's document must hold, every one of them
     (propdex.metadata.filter_entries).
 
     ``query_vector`` may be a function that embeds the query: it is then called once, by the
-    first vector ranking, while the full-text rankings already run."""
+    first vector ranking, while the full-text rankings already run. ``embed_model``: the
+    model that embeds it; the vector rankings then search only documents of its vector space
+    and each result's ``vector_left_out`` names the others (propdex.search.embedders), and
+    EmbedderMismatchError refuses a search none of whose documents is of that space."""
     if level not in ("propositions", "chunks", "both"):
         raise ValueError(f"unknown level {level!r}")
     if mode not in ("vector", "fts", "hybrid"):
@@ -190,8 +204,16 @@ def search(
     allowed = _allowed_documents(documents, live, doc_ids, source_glob)
     if not live or allowed == []:
         return []
+    scope, left_out = _Scope(allowed, meta or None), None
+    if mode != "fts" and embed_model is not None:
+        split = snapshot.vector_split(embed_model, allowed)
+        if split.left_out and not split.searched:
+            raise embedder_mismatch(source.reader.index_uri, embed_model, split,
+                                    scoped=allowed is not None)
+        if split.left_out:
+            scope = _Scope(allowed, meta or None, split.embed_models)
+            left_out = vector_left_out(split, embed_model, hybrid=mode == "hybrid")
     vector = _OnceVector(query_vector)
-    scope = _Scope(allowed, meta or None)
     if level == "propositions":
         results = _proposition_results(source, query, vector, mode, k, scope, live,
                                        documents)[:k]
@@ -202,6 +224,7 @@ def search(
     for result in results:
         stored = documents[result.doc_id].get("metadata")
         result.metadata = json.loads(stored) if stored else {}
+        result.vector_left_out = left_out
     return results
 
 
@@ -233,7 +256,8 @@ def _ranked(source: Rankings, table: str, query: str, vector: _OnceVector, mode:
 
     def by_vector() -> list[dict]:
         return source.vector_ranking(table, vector(), limit=depth, columns=columns,
-                                     doc_ids=scope.doc_ids, meta=scope.meta)
+                                     doc_ids=scope.doc_ids, meta=scope.meta,
+                                     embed_models=scope.embed_models)
 
     def by_text() -> list[dict]:
         return source.text_ranking(table, query, limit=depth, columns=columns,

@@ -195,7 +195,10 @@ class Rankings:
 
     def vector_ranking(self, table: str, vector: np.ndarray, *, limit: int,
                        columns: Sequence[str], doc_ids: list[str] | None,
-                       meta: list[str] | None = None) -> list[dict]:
+                       meta: list[str] | None = None,
+                       embed_models: Sequence[str | None] | None = None) -> list[dict]:
+        """``embed_models``: only rows of these embed_model values (None among them: rows
+        without one), the documents of the query's vector space (propdex.store.live)."""
         query_vector = np.asarray(vector, dtype=np.float32)
 
         def nearest(opened: Any, state: TableState) -> Any:
@@ -212,7 +215,8 @@ class Rankings:
                 return query.bypass_vector_index()
             return query if state.probes is None else query.nprobes(state.probes)
 
-        rows = self._ranking(table, nearest, "_distance", limit, columns, doc_ids, meta)
+        rows = self._ranking(table, nearest, "_distance", limit, columns, doc_ids, meta,
+                             embed_models)
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return rows
@@ -234,7 +238,8 @@ class Rankings:
 
     def _ranking(self, table: str, ask: Callable[[Any, TableState], Any], score: str,
                  limit: int, columns: Sequence[str], doc_ids: list[str] | None,
-                 meta: list[str] | None) -> list[dict]:
+                 meta: list[str] | None,
+                 embed_models: Sequence[str | None] | None = None) -> list[dict]:
         """The ``limit`` best rows of ``table`` by the query ``ask`` makes of the opened
         table, with ``columns`` and the ``score`` column, within the scope."""
 
@@ -243,7 +248,7 @@ class Rankings:
             if opened is None or not _can_hold(state, meta):
                 return None
             query = ask(opened, state)
-            if (where := where_for_scope(table, doc_ids, meta)) is not None:
+            if (where := where_for_scope(table, doc_ids, meta, embed_models)) is not None:
                 query = query.where(where)  # a prefilter, as where() is by default
             present = [c for c in columns if c in state.columns]
             rows = await query.select([*present, score]).limit(limit).to_arrow()
@@ -273,19 +278,25 @@ class Rankings:
         return [] if rows is None else rows.to_pylist()
 
 
-def where_for_scope(table: str, doc_ids: list[str] | None,
-                    meta: list[str] | None = None) -> str | None:
-    """The prefilter for a document scope and the metadata entries every row must hold.
-    Without either, rejected propositions are dropped as rows come back rather than by a
+def where_for_scope(table: str, doc_ids: list[str] | None, meta: list[str] | None = None,
+                    embed_models: Sequence[str | None] | None = None) -> str | None:
+    """The prefilter for a document scope, the metadata entries every row must hold and the
+    embedding models whose rows a vector ranking may compare (None among them: rows without
+    one). Without any, rejected propositions are dropped as rows come back rather than by a
     prefilter, which would mask every row of the table first (a large share of a vector
     search's CPU at 1M propositions); they are a minority, and too few rows left make
     propdex.search fetch deeper. A scope stays a prefilter: afterwards it could leave almost
-    nothing."""
+    nothing. The models are a column filter, answered by the embed_model bitmap index, not a
+    list of their documents, whose cost grows with the documents (bench/RESULTS.md,
+    "re-embedded")."""
     scopes = []
     if doc_ids is not None:
         scopes.append(p.in_list("doc_id", doc_ids))
     if meta:
         scopes.append(p.has_all(META, meta))
+    if embed_models is not None:
+        named = p.in_list("embed_model", [m for m in embed_models if m is not None])
+        scopes.append(p.any_of(named, "embed_model IS NULL") if None in embed_models else named)
     if not scopes:
         return None
     if table == PROPOSITIONS:

@@ -20,6 +20,10 @@ _LINEAGE = {
     "vector": "The embedding (MiniLM: 384 float32, L2-normalised).",
 }
 
+# Chunks and propositions: the column vector searches filter on while an index is re-embedded.
+_ROW_EMBED_MODEL = (_LINEAGE["embed_model"] + " While documents of several models are live, a "
+                    "vector search compares only rows of its own model's (Bitmap index).")
+
 _META = ("The document's metadata as sorted `key=value` entries: the column `--where` filters "
          "prefilter on (LabelList index).")
 
@@ -101,7 +105,7 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         **_PAGES,
         "source": _LINEAGE["source"],
         "content_sha256": _LINEAGE["content_sha256"],
-        "embed_model": _LINEAGE["embed_model"],
+        "embed_model": _ROW_EMBED_MODEL,
         "prop_error": "Why proposition extraction or grading failed for this chunk; null when "
                       "it succeeded.",
         "run_id": _LINEAGE["run_id"],
@@ -128,7 +132,7 @@ COLUMN_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "content_sha256": _LINEAGE["content_sha256"],
         "llm_model": "Model that wrote the proposition (`offline-rules` for the offline backend).",
         "prompt_version": "Version of the propositions prompt used (`offline-propositions-v2` offline).",
-        "embed_model": _LINEAGE["embed_model"],
+        "embed_model": _ROW_EMBED_MODEL,
         "run_id": _LINEAGE["run_id"],
         "vector": "Embedding of the proposition's text. " + _LINEAGE["vector"],
         "meta": _META,

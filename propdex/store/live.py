@@ -30,6 +30,22 @@ def vector_space(embed_model: str) -> str:
 
 
 @dataclass(frozen=True)
+class VectorSplit:
+    """The live documents a vector ranking with one embedding model searches, and those it
+    leaves out because another model's vectors stand for them."""
+
+    # The embed_model values of the rows it searches (None among them: rows that recorded no
+    # model); None: every row, the index holding no other vector space.
+    embed_models: tuple[str | None, ...] | None
+    searched: int  # documents of the scope in the model's vector space (or of no model)
+    left_out: dict[str, int]  # embed_model -> documents of the scope it embedded, not searched
+
+    @property
+    def scope(self) -> int:
+        return self.searched + sum(self.left_out.values())
+
+
+@dataclass(frozen=True)
 class LiveDocuments:
     """One version's live documents. Shared between threads: never modify its dicts."""
 
@@ -54,6 +70,23 @@ class LiveDocuments:
         documents were embedded with, and how many documents each."""
         space = vector_space(embed_model)
         return {model: n for model, n in self.embed_models.items() if vector_space(model) != space}
+
+    def vector_split(self, embed_model: str, doc_ids: list[str] | None) -> VectorSplit:
+        """Which of the live documents ``doc_ids`` (None: every one) a vector ranking with
+        ``embed_model`` searches: those embedded in its vector space, or with no model
+        recorded; while an ingest with another embedder re-embeds the index, the rest are
+        left out. Made from embed_models, counted once per version, without a pass over the
+        documents, but for a search restricted to ``doc_ids``, whose models are looked up."""
+        elsewhere = self.embedded_elsewhere(embed_model)
+        if not elsewhere:
+            return VectorSplit(None, len(self.runs if doc_ids is None else doc_ids), {})
+        models = tuple(sorted(m for m in self.embed_models if m not in elsewhere))
+        models += (None,) if len(self.documents) > self.embed_models.total() else ()
+        if doc_ids is None:
+            return VectorSplit(models, len(self.documents) - sum(elsewhere.values()), elsewhere)
+        of_scope = Counter(self.documents[doc_id].get("embed_model") for doc_id in doc_ids)
+        left_out = {model: n for model, n in of_scope.items() if model in elsewhere}
+        return VectorSplit(models, len(doc_ids) - sum(left_out.values()), left_out)
 
 
 class LiveDocumentsCache:

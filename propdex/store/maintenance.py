@@ -37,10 +37,14 @@ VECTOR_INDEX_NAME = re.compile(r"vector_ivf_flat_(\d+)_p(\d+)")
 # each proposition hit fetches its parent chunk by id, a scan of the chunks table without the
 # B-tree; a replacement deletes a document's old rows, and reads its live rows, by doc_id.
 # A metadata filter (propdex.metadata) is ``array_has_all(meta, ...)``, answered by a
-# label-list index instead of reading every row's list.
+# label-list index instead of reading every row's list. While an ingest with another
+# embedder re-embeds the index, a vector search keeps to rows of its own model
+# (``embed_model IN (...)``): a few values, a bitmap.
 _SCALAR_INDEXES: dict[str, dict[str, str]] = {  # column -> lancedb.index class
-    CHUNKS: {"chunk_id": "BTree", "doc_id": "BTree", META: "LabelList"},
-    PROPOSITIONS: {"passed": "Bitmap", "doc_id": "BTree", META: "LabelList"},
+    CHUNKS: {"chunk_id": "BTree", "doc_id": "BTree", META: "LabelList",
+             "embed_model": "Bitmap"},
+    PROPOSITIONS: {"passed": "Bitmap", "doc_id": "BTree", META: "LabelList",
+                   "embed_model": "Bitmap"},
 }
 
 # Every commit writes its documents row anew (merge_insert: a fragment holding the new row,

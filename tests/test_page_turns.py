@@ -121,3 +121,30 @@ def test_a_sentence_a_column_break_cuts_before_a_capital_is_one_sentence(tmp_pat
     left = " ".join([REEF_END] * 9 + [RANGER_START])
     doc = extract_document(_two_columns(tmp_path / "columns.pdf", left, RANGER_REST), LAYOUT)
     assert doc.text.endswith(f"Captain {RANGER_REST}")
+
+
+def _heading_paragraph_footnote(path: Path) -> Path:
+    """Page 1: a finished paragraph, a heading, a paragraph cut by the page turn, a footnote
+    at its foot; page 2: the rest of the cut paragraph."""
+    doc = pymupdf.open()
+    first = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    first.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 160),
+                         NEXT_PARAGRAPH, fontsize=11)
+    first.insert_text((MARGIN, 190), "Coral Counts", fontsize=16, fontname="hebo")
+    first.insert_textbox(pymupdf.Rect(MARGIN, 200, PAGE_RECT.width - MARGIN, 320), REEF_START,
+                         fontsize=11)
+    first.draw_line((MARGIN, PAGE_RECT.height - 110), (MARGIN + 150, PAGE_RECT.height - 110))
+    first.insert_textbox(pymupdf.Rect(MARGIN, PAGE_RECT.height - 104, PAGE_RECT.width - MARGIN,
+                                      PAGE_RECT.height - 60), FOOTNOTE, fontsize=8)
+    second = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
+    second.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 200), REEF_REST,
+                          fontsize=11)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def test_a_footnote_moved_above_the_cut_paragraph_stays_before_its_heading(tmp_path: Path) -> None:
+    doc = extract_document(_heading_paragraph_footnote(tmp_path / "heading.pdf"), LAYOUT)
+    assert [NEXT_PARAGRAPH, FOOTNOTE, "Coral Counts", f"{REEF_START} {REEF_REST}"] == [
+        block.lstrip("#> ").strip() for block in doc.text.split("\n\n")]

@@ -485,16 +485,23 @@ def continue_across_pages(previous: PagePieces, page: PagePieces) -> bool:
     """Whether ``page`` starts by going on with the paragraph ``previous`` ends with.
 
     Where it does, the footnotes, captions and figures printed below that paragraph move
-    above it, so the paragraph ends its page and reads on into the next one: a sentence cut
-    by the page turn is one sentence for the chunker, the sentence splitter and the
-    propositions, as it is for a reader turning the page."""
-    running = [n for n, p in enumerate(previous.pieces) if p.kind in _RUNNING_TEXT and not _out_of_flow(p)]
+    above it (and above the headings right before it: a footnote belongs to the text before
+    a new section, not to the top of it), so the paragraph ends its page and reads on into
+    the next one: a sentence cut by the page turn is one sentence for the chunker, the
+    sentence splitter and the propositions, as it is for a reader turning the page."""
+    pieces = previous.pieces
+    running = [n for n, p in enumerate(pieces) if p.kind in _RUNNING_TEXT and not _out_of_flow(p)]
     if not running or not page.pieces:
         return False
     last = running[-1]
-    if not _goes_on(previous.pieces[last], page.pieces[0], previous.pieces[last + 1:]):
+    if not _goes_on(pieces[last], page.pieces[0], pieces[last + 1:]):
         return False
-    previous.pieces.append(previous.pieces.pop(last))
+    start = last
+    while start and pieces[start - 1].kind in _HEADINGS:
+        start -= 1
+    moving = pieces[start:last + 1]
+    del pieces[start:last + 1]
+    pieces.extend(moving)
     return True
 
 

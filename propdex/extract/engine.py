@@ -435,10 +435,10 @@ def rejoin_paragraphs(previous: PagePieces | None, page: PagePieces) -> None:
     text, when it goes on with it (``_goes_on``), are one paragraph; what stood between them
     follows it. At the top of a page, a paragraph that goes on with the sentence the page
     before ends with, after only figures, captions, tables and footnotes, moves to the top
-    (``continue_across_pages`` then joins the two pages' texts): it goes on with that sentence ("... computed as a weighted sum" / Figure 2 and its
-    caption / "of the values, where ..."). Otherwise the figure cuts the sentence for the
-    chunker, the sentence splitter and the offline propositions (which drop a sentence that
-    starts in lower case)."""
+    ("... computed as a weighted sum" / Figure 2 and its caption / "of the values, where
+    ..."), and ``continue_across_pages`` joins the two pages' texts. Otherwise the figure
+    cuts the sentence for the chunker, the sentence splitter and the offline propositions
+    (which drop a sentence that starts in lower case)."""
     pieces = page.pieces
     running = [n for n, p in enumerate(previous.pieces) if p.kind in _RUNNING_TEXT] if previous else []
     if running:

@@ -44,7 +44,7 @@ PIPELINE_VERSION = "11"
 # up to 11, six (4, 5, 8, 9, 10, 11) changed PDF reading alone, and each re-processed every
 # text file of every index too. It enters the fingerprint from 1 on: 0 leaves the
 # fingerprints of indexes made before it as they were.
-PDF_READER_VERSION = 0
+PDF_READER_VERSION = 1
 
 LLMStep = Literal["context", "propositions", "grading"]
 # Request kinds that carry an output cap (keys of ``llm_max_tokens``).

@@ -28,11 +28,20 @@ def paragraphs_pdf(tmp_path_factory) -> Path:
     return make_pdf(tmp_path_factory.mktemp("chunks") / "valley.pdf", ["\n\n".join(PARAGRAPHS)])
 
 
-def test_layout_chunks_are_filled_with_sentences_across_paragraphs(paragraphs_pdf: Path) -> None:
-    # Paragraph by paragraph the three would make three chunks of about 450 characters.
-    doc = extract_document(paragraphs_pdf, LAYOUT)
-    chunks = chunk_document(doc, LAYOUT)
-    assert [True, True] == [c.text.endswith("records.") for c in chunks]
+def test_layout_chunks_are_the_chunks_of_the_same_text_as_markdown(paragraphs_pdf: Path,
+                                                                    tmp_path: Path) -> None:
+    # Whole paragraphs, as a Markdown file of the same paragraphs is chunked: one reader's
+    # text is not packed differently from another's.
+    markdown = tmp_path / "valley.md"
+    markdown.write_text("\n\n".join(PARAGRAPHS) + "\n", encoding="utf-8")
+    chunks = chunk_document(extract_document(paragraphs_pdf, LAYOUT), LAYOUT)
+    expected = chunk_document(extract_document(markdown, LAYOUT), LAYOUT)
+    assert [c.text for c in expected] == [c.text for c in chunks]
+
+
+def test_layout_chunks_keep_paragraphs_whole(paragraphs_pdf: Path) -> None:
+    chunks = chunk_document(extract_document(paragraphs_pdf, LAYOUT), LAYOUT)
+    assert PARAGRAPHS == [c.text for c in chunks]
 
 
 def test_layout_chunks_slice_the_text_and_keep_within_the_chunk_size(paragraphs_pdf: Path) -> None:

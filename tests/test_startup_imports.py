@@ -27,15 +27,3 @@ def test_the_extraction_worker_starts_without_pydantic_or_markdown():
     # What the worker imports before its first request (propdex.extract.worker.main).
     code = "import propdex.extract.worker, propdex.extract.pdf"
     assert [] == imported_after(code, ["pydantic", "pydantic_settings", "markdown_it"])
-
-
-def test_packing_sentences_does_not_import_chonkie():
-    # The layout reader's text is chunked by packing sentences: chonkie (and the OpenAI SDK
-    # it imports) is needed only for a sentence longer than the chunk size.
-    code = """
-        from propdex.chunking import RecursiveChunker
-        text = "The first sentence is short. The second one is short too.\\n" * 40
-        assert RecursiveChunker(chunk_size=200, pack_sentences=True).split(text)
-    """
-    assert [] == imported_after(code, ["chonkie", "openai"])
-

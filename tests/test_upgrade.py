@@ -62,7 +62,9 @@ def old_rows(path, settings: Settings, *, embed_model: str, parts: dict | None =
     doc_id = doc_id_for(source)
     versions = {**backend_for(settings).prompt_versions(), **(prompts or {})}
     pdf = source.endswith(".pdf")
-    fingerprint_parts = {**settings.fingerprint_parts(versions, pymupdf=pdf), **(parts or {})}
+    # A part given as None is one the old release's fingerprint did not have.
+    fingerprint_parts = {k: v for k, v in {**settings.fingerprint_parts(versions, pymupdf=pdf),
+                                           **(parts or {})}.items() if v is not None}
     text = path.read_bytes().decode("latin-1")
     run = OLD_RELEASE["run_id"]
     shared = {"doc_id": doc_id, "source": source, "content_sha256": sha256_file(source),
@@ -127,7 +129,7 @@ def test_a_change_to_pdf_reading_reprocesses_pdfs_and_leaves_text_files(
         tmp_path, sources, monkeypatch):
     settings = Settings(db=str(tmp_path / "db"), llm="offline")
     write_old_index(tmp_path / "db", sorted(sources.iterdir()), settings)
-    monkeypatch.setattr(settings_module, "PDF_READER_VERSION", 1)  # the release after
+    monkeypatch.setattr(settings_module, "PDF_READER_VERSION", settings_module.PDF_READER_VERSION + 1)
     assert ({"paper.pdf": "settings changed"}, ["notes.md"]) == planned(sources, settings)
 
 
@@ -207,6 +209,24 @@ def test_a_document_of_a_release_before_the_parts_names_its_pipeline_version(tmp
     settings = Settings(db=str(tmp_path / "db"), llm="offline")
     write_old_index(tmp_path / "db", [sources / "notes.md"], settings, parts={"pipeline": "10"})
     assert [("notes.md", "settings changed", "propdex upgraded: pipeline 10 -> 11")
+            ] == reprocessed(sources, settings)
+
+
+def test_a_pdf_of_a_release_before_the_parts_names_the_pdf_reader_version(tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", [sources / "paper.pdf"], settings,
+                    parts={"pdf_reader_version": None})
+    assert [("paper.pdf", "settings changed", "propdex upgraded: pdf reader version none -> 1")
+            ] == reprocessed(sources, settings)
+
+
+def test_a_pdf_of_a_release_before_the_parts_names_pipeline_and_pdf_reader_versions(
+        tmp_path, sources):
+    settings = Settings(db=str(tmp_path / "db"), llm="offline")
+    write_old_index(tmp_path / "db", [sources / "paper.pdf"], settings,
+                    parts={"pipeline": "10", "pdf_reader_version": None})
+    assert [("paper.pdf", "settings changed",
+             "propdex upgraded: pipeline 10 -> 11, pdf reader version none -> 1")
             ] == reprocessed(sources, settings)
 
 

@@ -19,13 +19,11 @@ __all__ = ["Chunker", "RecursiveChunker", "chunk_and_count", "chunk_document", "
 SLIVER_SHARE = 8
 
 
-def make_chunker(settings: Settings, paragraph_lines: bool = False) -> Chunker:
-    """The chunker the settings choose. ``paragraph_lines``: the text has one line per
-    paragraph (the layout reader's), which the recursive chunker packs by sentences."""
+def make_chunker(settings: Settings) -> Chunker:
+    """The chunker the settings choose."""
     # Imported per method: semantic loads the embedder, llm the openai client.
     if settings.chunker == "recursive":
-        return RecursiveChunker(chunk_size=settings.chunk_size, overlap=settings.chunk_overlap,
-                                pack_sentences=paragraph_lines)
+        return RecursiveChunker(chunk_size=settings.chunk_size, overlap=settings.chunk_overlap)
     if settings.chunker == "fixed":
         from propdex.chunking.fixed import FixedChunker
 
@@ -111,7 +109,7 @@ def chunk_and_count(doc: ExtractedDocument, settings: Settings) -> DocumentChunk
 
         doc, usage = section_document(doc, settings)
     chunks = []
-    chunker = make_chunker(settings, paragraph_lines=doc.pdf_reader == "layout")
+    chunker = make_chunker(settings)
     for ordinal, piece in enumerate(document_pieces(doc, chunker)):
         start, end = piece.start, piece.end
         page_start, page_end = doc.pages_for(start, end)

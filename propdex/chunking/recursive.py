@@ -5,13 +5,10 @@ merges the pieces up to ``chunk_size`` characters; its chunks tile the text exac
 (``start_index``/``end_index``). This module trims those chunks, folds in slivers and adds
 the overlap.
 
-Text whose paragraphs are single lines (the layout reader's: the engine gives each
-paragraph as one box) offers chonkie no line level between paragraphs and sentences: it
-packs whole paragraphs, so a chunk ends wherever the next paragraph does not fit (chunks
-of the corpus papers a fifth shorter than from wrapped lines) and a long paragraph's last
-sentence is left on its own. With ``pack_sentences`` the chunker fills each chunk with
-sentences up to ``chunk_size`` instead, across paragraph breaks, so chunks are as full as
-from wrapped lines and still end at a sentence end.
+Text whose paragraphs are single lines (Markdown files, the layout reader's PDFs) is packed
+by whole paragraphs; a paragraph longer than ``chunk_size`` is split at its sentence ends.
+One way for one shape of text: a PDF the layout reader reads is chunked as its Markdown
+source would be.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from propdex.chunking.base import Chunker, overlap_start, split_oversized, trim_
 
 
 class RecursiveChunker(Chunker):
-    def __init__(self, chunk_size: int = 800, overlap: int = 0, pack_sentences: bool = False):
+    def __init__(self, chunk_size: int = 800, overlap: int = 0):
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
         if not 0 <= overlap < chunk_size:
@@ -30,13 +27,12 @@ class RecursiveChunker(Chunker):
         self.chunk_size = chunk_size
         self.table_chars = chunk_size
         self.overlap = overlap
-        self.pack_sentences = pack_sentences
         # Spans shorter than this are merged into a neighbour when the result still fits:
         # chonkie leaves the tail of an oversized paragraph ("total.") as its own chunk.
         self.min_span = max(1, chunk_size // 8)
 
     def split(self, text: str) -> list[tuple[int, int]]:
-        spans = self._sentence_spans(text) if self.pack_sentences else self._chonkie_spans(text)
+        spans = self._chonkie_spans(text)
         if self.overlap:
             spans = [
                 (overlap_start(text, start, spans[i - 1], self.overlap) if i else start, end)
@@ -44,23 +40,10 @@ class RecursiveChunker(Chunker):
             ]
         return spans
 
-    def _sentence_spans(self, text: str) -> list[tuple[int, int]]:
-        # Imported here: passages imports this module.
-        from propdex.chunking.passages import bounded_sentences
-
-        spans: list[tuple[int, int]] = []
-        for start, end in bounded_sentences(text, self.chunk_size):
-            if spans and end - spans[-1][0] <= self.chunk_size:
-                spans[-1] = (spans[-1][0], end)
-            else:
-                spans.append((start, end))
-        return spans
-
     @functools.cached_property
     def _chonkie(self):
         # Made on first use: chonkie imports its every integration (the OpenAI SDK, aiohttp),
-        # about a second of CPU, and packing sentences needs it only for a sentence longer
-        # than chunk_size.
+        # about a second of CPU, which a process that chunks nothing (search, serve) skips.
         from chonkie import RecursiveChunker as ChonkieRecursiveChunker
 
         # chonkie's default minimum (24 characters) makes its splitter glue short words into

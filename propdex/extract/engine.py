@@ -112,6 +112,9 @@ class LayoutPages:
     regions: list[list[tuple[int, int, tuple[float, float, float, float], int]]]
     sections: list[list[tuple[int, str, int]]]  # (offset, title, level)
     furniture_removed: int
+    # Per page: whether it starts by going on with the paragraph the page before ends with
+    # (its text then joins the page before's with a space, not a blank line).
+    continued: list[bool] = field(default_factory=list)
 
 
 @functools.cache
@@ -416,7 +419,7 @@ def _ends_mid_sentence(piece: Piece) -> bool:
 
 
 def _continues(piece: Piece) -> bool:
-    return piece.kind == "text" and piece.text[:1].islower()
+    return piece.kind == "text" and piece.text[:1].isalpha() and not _CAPTION.match(piece.text)
 
 
 def _out_of_flow(piece: Piece) -> bool:
@@ -429,18 +432,19 @@ def rejoin_paragraphs(previous: PagePieces | None, page: PagePieces) -> None:
     """Put back together a paragraph the engine cut around a figure, a table or a footnote.
 
     On one page, a paragraph that ends in mid-sentence and the next paragraph of running
-    text, when it starts in lower case, are one paragraph; what stood between them follows
-    it. At the top of a page, a paragraph that starts in lower case after only figures,
-    captions, tables and footnotes, where the page before ends in mid-sentence, moves to the
-    top: it goes on with that sentence ("... computed as a weighted sum" / Figure 2 and its
-    caption / "of the values, where ..."). Otherwise the figure cuts the sentence for the
-    chunker, the sentence splitter and the offline propositions (which drop a sentence that
-    starts in lower case)."""
+    text, when it goes on with it (``_goes_on``), are one paragraph; what stood between them
+    follows it. At the top of a page, a paragraph that goes on with the sentence the page
+    before ends with, after only figures, captions, tables and footnotes, moves to the top
+    ("... computed as a weighted sum" / Figure 2 and its caption / "of the values, where
+    ..."), and ``continue_across_pages`` joins the two pages' texts. Otherwise the figure
+    cuts the sentence for the chunker, the sentence splitter and the offline propositions
+    (which drop a sentence that starts in lower case)."""
     pieces = page.pieces
-    running = [p for p in previous.pieces if p.kind in _RUNNING_TEXT] if previous else []
-    if running and _ends_mid_sentence(running[-1]):
+    running = [n for n, p in enumerate(previous.pieces) if p.kind in _RUNNING_TEXT] if previous else []
+    if running:
         first = next((n for n, p in enumerate(pieces) if not _out_of_flow(p)), None)
-        if first and _continues(pieces[first]):
+        between = previous.pieces[running[-1] + 1:] + pieces[:first]
+        if first and _goes_on(previous.pieces[running[-1]], pieces[first], between):
             pieces.insert(0, pieces.pop(first))
     index = 0
     while index < len(pieces):
@@ -448,7 +452,7 @@ def rejoin_paragraphs(previous: PagePieces | None, page: PagePieces) -> None:
         if _ends_mid_sentence(piece):
             after = next((n for n in range(index + 1, len(pieces))
                           if not _out_of_flow(pieces[n])), None)
-            if after is not None and _continues(pieces[after]):
+            if after is not None and _goes_on(piece, pieces[after], pieces[index + 1:after]):
                 rest = pieces.pop(after)
                 shift = len(piece.text) + 1
                 piece.text = f"{piece.text} {rest.text}"
@@ -458,11 +462,56 @@ def rejoin_paragraphs(previous: PagePieces | None, page: PagePieces) -> None:
         index += 1
 
 
+# The last word of a paragraph a capitalised paragraph may go on with: letters only, maybe
+# a comma ("... running back DeAngelo" / "Williams and ..."); not an e-mail address, a
+# footnote mark or a number.
+_CUT_WORD = re.compile(r"(?:^|\s)[^\W\d_]*[a-z],?$")
+
+
+def _goes_on(last: Piece, first: Piece, between: list[Piece]) -> bool:
+    """Whether ``first`` goes on with ``last``, a paragraph the layout cut at a figure, a
+    column or a page turn, with ``between`` (figures, captions, tables, footnotes, headings)
+    printed between them. A lower-case start goes on any paragraph that ends in
+    mid-sentence; a capital only one of two lines or more that ends in a plain word or a
+    comma, with no heading between: a label, an author list or a title is no cut sentence."""
+    if not (_ends_mid_sentence(last) and _continues(first)):
+        return False
+    return first.text[:1].islower() or (
+        len(last.lines) >= 2 and bool(_CUT_WORD.search(last.text))
+        and not any(p.kind in _HEADINGS for p in between))
+
+
+def continue_across_pages(previous: PagePieces, page: PagePieces) -> bool:
+    """Whether ``page`` starts by going on with the paragraph ``previous`` ends with.
+
+    Where it does, the footnotes, captions and figures printed below that paragraph move
+    above it (and above the headings right before it: a footnote belongs to the text before
+    a new section, not to the top of it), so the paragraph ends its page and reads on into
+    the next one: a sentence cut by the page turn is one sentence for the chunker, the
+    sentence splitter and the propositions, as it is for a reader turning the page."""
+    pieces = previous.pieces
+    running = [n for n, p in enumerate(pieces) if p.kind in _RUNNING_TEXT and not _out_of_flow(p)]
+    if not running or not page.pieces:
+        return False
+    last = running[-1]
+    if not _goes_on(pieces[last], page.pieces[0], pieces[last + 1:]):
+        return False
+    start = last
+    while start and pieces[start - 1].kind in _HEADINGS:
+        start -= 1
+    moving = pieces[start:last + 1]
+    del pieces[start:last + 1]
+    pieces.extend(moving)
+    return True
+
+
 def assemble(pages: list[PagePieces]) -> LayoutPages:
     """Page texts with paragraphs joined by blank lines, headings written with their ``#``
     level, and each page's regions and sections relative to the page start."""
     for number, page in enumerate(pages):
         rejoin_paragraphs(pages[number - 1] if number else None, page)
+    continued = [bool(number) and continue_across_pages(pages[number - 1], page)
+                 for number, page in enumerate(pages)]
     levels = heading_levels({p.heading_size for page in pages for p in page.pieces
                              if p.heading_size is not None})
     texts, regions, sections = [], [], []
@@ -491,7 +540,7 @@ def assemble(pages: list[PagePieces]) -> LayoutPages:
         regions.append(page_regions)
         sections.append(page_sections)
     furniture = sum(page.furniture_lines for page in pages)
-    return LayoutPages(texts, regions, sections, furniture)
+    return LayoutPages(texts, regions, sections, furniture, continued)
 
 
 def place(layout: LayoutPages, page_starts: list[int]) -> tuple[list[TextRegion], list[SectionHint]]:

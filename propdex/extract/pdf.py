@@ -239,7 +239,7 @@ def _read_layout(doc: pymupdf.Document, path: Path, source: str) -> PdfContent:
     layout = engine.assemble(pages)
     if _no_usable_text(doc, layout.texts):
         raise _no_text(doc, source, ocr=ocr)
-    text, spans = join_pages(layout.texts)
+    text, spans = join_pages(layout.texts, layout.continued)
     regions, headings = engine.place(layout, [span.start for span in spans])
     # The outline where the document has one (its author's sections, as in fast mode), the
     # headings the engine found where it has none.
@@ -353,14 +353,20 @@ def _page_texts(layouts: list[PageLines]) -> tuple[list[str], int]:
     return texts, sum(map(len, furniture))
 
 
-def join_pages(page_texts: list[str]) -> tuple[str, list[PageSpan]]:
-    """Join page texts with PAGE_SEPARATOR; each span slices exactly its page's text."""
+def join_pages(page_texts: list[str], continued: list[bool] | None = None) -> tuple[str, list[PageSpan]]:
+    """Join page texts with PAGE_SEPARATOR, or with a space before a page that goes on with
+    the paragraph the page before ends with; each span slices exactly its page's text."""
     pages: list[PageSpan] = []
+    parts: list[str] = []
     offset = 0
     for number, text in enumerate(page_texts, start=1):
+        if number > 1:
+            parts.append(" " if continued and continued[number - 1] else PAGE_SEPARATOR)
+            offset += len(parts[-1])
         pages.append(PageSpan(page=number, start=offset, end=offset + len(text)))
-        offset += len(text) + len(PAGE_SEPARATOR)
-    return PAGE_SEPARATOR.join(page_texts), pages
+        parts.append(text)
+        offset += len(text)
+    return "".join(parts), pages
 
 
 def _no_usable_text(doc: pymupdf.Document, page_texts: list[str]) -> bool:

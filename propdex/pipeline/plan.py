@@ -201,9 +201,9 @@ def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
         return None
     stored = _json_object(row.get("pipeline_parts"))
     if stored is None:
-        earlier = _earlier_pipeline(row.get("pipeline_version"), parts)
-        if earlier is not None:
-            return f"propdex upgraded: pipeline {earlier} -> {parts['pipeline']}"
+        earlier = _earlier_release(row.get("pipeline_version"), parts)
+        if earlier:
+            return f"propdex upgraded: {earlier}"
         prompts = _prompt_changes(_json_object(row.get("prompt_versions")), parts.get("prompts"))
         upgraded = f"propdex upgraded: {prompts}" if prompts else "propdex upgraded or a setting changed"
         return f"{upgraded} (indexed by a propdex that did not record what its fingerprint covers)"
@@ -224,15 +224,25 @@ def what_changed(row: dict, parts: dict[str, object] | None) -> str | None:
     return "; ".join(said) or None
 
 
-def _earlier_pipeline(fingerprint: object, parts: dict[str, object]) -> str | None:
-    """The earlier pipeline version that, all else as in ``parts``, gives ``fingerprint``:
-    the common upgrade (only propdex's pipeline changed) named for a row without its parts."""
+def _earlier_release(fingerprint: object, parts: dict[str, object]) -> str | None:
+    """What an earlier propdex had, all else as in ``parts``, to give ``fingerprint``: an
+    earlier pipeline version, no or an earlier PDF reader version, or both ("pipeline 10 ->
+    11, pdf reader version none -> 1"); the common upgrade, named for a row without its parts."""
     current = str(parts.get("pipeline", ""))
     if not current.isdigit():
         return None
-    for earlier in map(str, range(int(current) - 1, 0, -1)):
-        if fingerprint_of({**parts, "pipeline": earlier}) == fingerprint:
-            return earlier
+    reader = parts.get("pdf_reader_version")
+    readers = [reader] + ([*range(int(reader) - 1, 0, -1), None] if isinstance(reader, int) else [])
+    for earlier in map(str, range(int(current), 0, -1)):
+        for old_reader in readers:
+            if (earlier, old_reader) == (current, reader):
+                continue
+            candidate = {**parts, "pipeline": earlier, "pdf_reader_version": old_reader}
+            if old_reader is None:
+                del candidate["pdf_reader_version"]
+            if fingerprint_of(candidate) == fingerprint:
+                changes = [("pipeline", earlier, current), ("pdf_reader_version", old_reader, reader)]
+                return ", ".join(_own_change(k, old, new) for k, old, new in changes if old != new)
     return None
 
 

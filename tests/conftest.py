@@ -10,6 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.module_durations import (
+    RECORD_OPTION,
+    ModuleDurationsRecorder,
+    modules_longest_first,
+    read_module_durations,
+)
+
 # Set before anything imports prefect: a private PREFECT_HOME keeps the ephemeral API's
 # database and persisted task results out of the user's ~/.prefect.
 # Under pytest-xdist each worker inherits the home its controller made here: it makes its own,
@@ -42,60 +49,37 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 # worker, and xdist hands the modules out in order, by default the modules with the most tests
 # first. The longest modules have few tests (real CLI runs, Prefect servers, Dask, PostgreSQL,
 # llama.cpp): they came last, and one worker ran the last of them alone while the other had
-# finished. They go first instead, longest first (ranked by whole-suite runs, bench/RESULTS.md
-# 2026-11-28); then the modules not named here that start real processes (a test marked
-# `realllm` or `prefect`), then the others, most tests first as before. The two workers then
-# end within a short module of each other.
-LONGEST_MODULES_FIRST = (
-    "test_realllm",  # only with the llamacpp extra (CI skips it)
-    "test_deployments",
-    "test_interrupted_runs",
-    "test_evaluation",
-    "test_embed_onnx",
-    "test_prefect_stop",
-    "test_llm_pipeline",
-    "test_deployment_servers",
-    "test_serve",
-    "test_faults",
-    "test_minilm_graph",
-    "test_scaleout",
-    "test_incremental",
-    "test_llm_degradation",
-    "test_dask_stop",
-    "test_priority",
-    "test_ephemeral_server",
-    "test_serving_faults",
-    "test_chunking",
-    "test_page_furniture",
-    "test_mcp",
-    "test_fuzz",
-    "test_cold_search",
-    "test_remote_sources",
-    "test_cli_ingest",
-)
+# finished. They go first instead, longest first, by the seconds a whole-suite run measured
+# (tests/module_durations.json, rewritten by `--record-module-durations`); a module not
+# measured yet goes by its marks: one that starts real processes (a test marked `realllm` or
+# `prefect`) among the measured ones as long as their median, the others last. The two
+# workers then end within a short module of each other.
 STARTS_PROCESSES = ("realllm", "prefect")  # markers of tests that start real processes
+
+
+def pytest_addoption(parser):
+    parser.addoption(RECORD_OPTION, action="store_true",
+                     help="write each test module's seconds to tests/module_durations.json, "
+                          "which orders the modules for xdist's workers (run the whole suite)")
 
 
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order set below
         config.option.loadscopereorder = False
+    if config.getoption(RECORD_OPTION) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.pluginmanager.register(ModuleDurationsRecorder(config.rootpath), "propdex-module-durations")
 
 
 def pytest_collection_modifyitems(config, items):
     """Modules longest first, for xdist's workers (a serial run keeps the files' order)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    rank = {f"tests/{name}.py": n for n, name in enumerate(LONGEST_MODULES_FIRST)}
     tests_in = Counter(item.nodeid.split("::")[0] for item in items)
     with_processes = {item.nodeid.split("::")[0] for item in items
                       if any(item.get_closest_marker(name) for name in STARTS_PROCESSES)}
-
-    def module_order(item) -> tuple[int, int, str]:
-        module = item.nodeid.split("::")[0]
-        named = rank.get(module, len(rank) + (module not in with_processes))
-        return named, -tests_in[module], module
-
-    items.sort(key=module_order)  # stable: a module's tests keep their order
+    order = modules_longest_first(tests_in, with_processes, read_module_durations())
+    rank = {module: n for n, module in enumerate(order)}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: a module's tests keep their order
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ llama.cpp's server does.
 ``script(...)`` queues actions that the next requests consume, to shape an answer or inject a
 fault: latency, 429 with Retry-After, 5xx, a hang past the client timeout, malformed,
 truncated or empty content, a non-JSON body, 401, 404 model not found. Every POST is recorded
-in ``requests`` (path, JSON body, headers, step, arrival time), every GET (what a client reads
+in ``requests`` (path, JSON body, headers, step, arrival time, and when the client hung up
+while the server held it), every GET (what a client reads
 of the server: /v1/models, /props) in ``reads``, and the highest number in flight is tracked.
 
     with ScriptedServer() as server:
@@ -43,6 +44,7 @@ import itertools
 import json
 import math
 import re
+import select
 import socket
 import sys
 import threading
@@ -274,6 +276,22 @@ class RecordedRequest:
     step: str | None
     received: float  # time.monotonic() on arrival
     status: int = 0  # the status answered (0: none, e.g. a hang)
+    # time.monotonic() when the client closed the connection while the server held the request
+    # (a hang or latency): a client that cut it, gave up, or exited; None while it waits.
+    hung_up: float | None = None
+
+
+HANG_UP_POLL = 0.02  # seconds between two looks at a held request's connection
+
+
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the client closed ``connection`` (end of stream, or reset)."""
+    poller = select.poll()  # not select(): a benchmark's process may hold descriptors past 1023
+    poller.register(connection, select.POLLIN)
+    try:
+        return bool(poller.poll(0)) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -371,11 +389,11 @@ class _Handler(BaseHTTPRequestHandler):
         action = scripted._next_action(step)
         with scripted._in_flight():
             if action.hang:
-                scripted._hold(record, action.hang)
+                scripted._hold(record, action.hang, self.connection)
                 self.close_connection = True  # the client gave up long ago; just hang up
                 return
             wait = action.latency + scripted.latency_ms / 1000
-            if wait and scripted._hold(record, wait):
+            if wait and scripted._hold(record, wait, self.connection):
                 self.close_connection = True
                 return
             if action.status >= 400:
@@ -490,12 +508,20 @@ class ScriptedServer:
             self._released_at = time.monotonic()
             self._holds.notify_all()
 
-    def _hold(self, record: RecordedRequest, seconds: float) -> bool:
+    def _hold(self, record: RecordedRequest, seconds: float, connection: socket.socket) -> bool:
         """Wait ``seconds`` before answering ``record``; True when stop() or release() ended
-        the wait first."""
+        the wait first. Meanwhile ``connection`` is watched: the moment its client hangs up
+        is ``record.hung_up`` (the hold goes on, as a server busy with the answer would)."""
+        end = time.monotonic() + seconds
         with self._holds:
-            return self._holds.wait_for(
-                lambda: self._stopping.is_set() or record.received <= self._released_at, seconds)
+            while not (self._stopping.is_set() or record.received <= self._released_at):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                if record.hung_up is None and _hung_up(connection):
+                    record.hung_up = time.monotonic()
+                self._holds.wait(left if record.hung_up is not None else min(left, HANG_UP_POLL))
+            return True
 
     def __enter__(self) -> ScriptedServer:
         return self.start()

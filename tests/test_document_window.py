@@ -11,6 +11,7 @@ child process by a timeout (the child's tracebacks, then it is killed).
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib.util
 import json
@@ -90,10 +91,19 @@ def run_guarded(command: list[str], env: dict[str, str], *,
     try:
         out, err = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        child.send_signal(signal.SIGABRT)
-        out, err = child.communicate()
-        os.killpg(child.pid, signal.SIGKILL)  # what it started (Prefect's API, workers)
-        pytest.fail(f"{command} still ran after {timeout} s:\n{err[-20000:]}")
+        ended = child.poll() is not None  # then what it started holds its pipes open
+        if not ended:
+            child.send_signal(signal.SIGABRT)
+        try:
+            out, err = child.communicate(timeout=1 if ended else 30)
+        except subprocess.TimeoutExpired:  # its pipes are read to their end once all is killed
+            os.killpg(child.pid, signal.SIGKILL)
+            out, err = child.communicate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)  # what it started (Prefect's API, workers)
+        pytest.fail(f"{command} " + (f"ended, but what it started still held its output after "
+                                     f"{timeout} s" if ended else f"still ran after {timeout} s")
+                    + f":\n{err[-20000:]}")
     return subprocess.CompletedProcess(command, child.returncode, out, err)
 
 

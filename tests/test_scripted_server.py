@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -15,6 +16,7 @@ import pytest
 from tests.scripted_server import (
     DEFAULT_MODEL,
     ScriptedServer,
+    delayed,
     hang,
     hashed_vector,
     reply,
@@ -220,3 +222,19 @@ def test_a_released_request_ends_unanswered_and_the_next_is_served(scripted_serv
     held.join(timeout=30)
 
     assert (["closed unanswered"], "OK") == (outcome, chat(client, "system", "next"))
+
+
+def test_the_moment_a_client_hangs_up_on_a_held_request_is_recorded(scripted_server):
+    scripted_server.script(delayed(100), hang(600))
+    own = openai.OpenAI(base_url=scripted_server.url + "/v1", api_key="k", max_retries=0, timeout=0.5)
+    hi = [{"role": "user", "content": "hi"}]
+    own.chat.completions.create(model=DEFAULT_MODEL, messages=hi)  # waited for
+    with pytest.raises(openai.APITimeoutError):  # the client gives up and closes the connection
+        own.chat.completions.create(model=DEFAULT_MODEL, messages=hi)
+    own.close()
+    answered, held = scripted_server.requests
+    deadline = time.monotonic() + 30
+    while held.hung_up is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert (None, True) == (answered.hung_up, held.received + 0.4 <= (held.hung_up or 0))

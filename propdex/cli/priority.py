@@ -38,9 +38,14 @@ def run_at_lower_priority(nice: int) -> int | None:
         raise ValueError("a lower ingest priority (--nice, PROPDEX_INGEST_NICE) needs a "
                          "POSIX system")
     if os.getsid(0) != os.getpid() and threading.active_count() == 1:
+        # Held from before the fork until the parent forwards them: one arriving before that
+        # ended the parent alone and left the ingest going on in its own session, out of
+        # reach of the terminal's Ctrl-C (a busy host leaves that window open long enough).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
         child = os.fork()
         if child:
-            return _wait_forwarding_signals(child)
+            return _wait_forwarding_signals(child, held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # what reached the parent is not the child's
         os.setsid()
     print(f"propdex: ingesting at a lower CPU priority ({lower_priority(nice)})",
           file=sys.stderr, flush=True)
@@ -62,13 +67,16 @@ def lower_priority(nice: int) -> str:
     return done
 
 
-def _wait_forwarding_signals(child: int) -> int:
+def _wait_forwarding_signals(child: int, held: set[signal.Signals]) -> int:
+    """Forward the signals of FORWARDED to ``child`` until it ends, those held since the fork
+    first; its exit status. ``held``: the signal mask to restore once forwarding."""
     def forward(signum: int, _frame) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signum)
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held meanwhile arrives now
     _, status = os.waitpid(child, 0)  # retried after each forwarded signal (PEP 475)
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says

@@ -72,11 +72,14 @@ def test_fast_mode_keeps_the_page_break(tmp_path: Path) -> None:
     assert doc.text.startswith("The survey team") and doc.text.endswith("after the bleaching.")
 
 
-def _with_footnote(path: Path) -> Path:
-    """REEF_START on page 1 with a footnote in small type at its foot; REEF_REST on page 2."""
+def _cut_by_the_page_turn(path: Path, first_page=lambda page: 0.0) -> Path:
+    """``first_page`` writes what stands above REEF_START on page 1 (returning where it ends);
+    REEF_START follows with a footnote in small type at the page's foot, and REEF_REST goes
+    on at the top of page 2."""
     doc = pymupdf.open()
     first = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
-    first.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 200), REEF_START,
+    top = max(MARGIN, first_page(first))
+    first.insert_textbox(pymupdf.Rect(MARGIN, top, PAGE_RECT.width - MARGIN, top + 120), REEF_START,
                          fontsize=11)
     first.draw_line((MARGIN, PAGE_RECT.height - 110), (MARGIN + 150, PAGE_RECT.height - 110))
     first.insert_textbox(pymupdf.Rect(MARGIN, PAGE_RECT.height - 104, PAGE_RECT.width - MARGIN,
@@ -90,7 +93,7 @@ def _with_footnote(path: Path) -> Path:
 
 
 def test_a_footnote_below_the_cut_sentence_moves_above_its_paragraph(tmp_path: Path) -> None:
-    doc = extract_document(_with_footnote(tmp_path / "footnote.pdf"), LAYOUT)
+    doc = extract_document(_cut_by_the_page_turn(tmp_path / "footnote.pdf"), LAYOUT)
     footnote, paragraph = page(doc, 1).split("\n\n")
     assert (FOOTNOTE, f"{REEF_START} {REEF_REST}") == (
         footnote.removeprefix("> "), doc.text[doc.text.index(paragraph):])
@@ -123,28 +126,16 @@ def test_a_sentence_a_column_break_cuts_before_a_capital_is_one_sentence(tmp_pat
     assert doc.text.endswith(f"Captain {RANGER_REST}")
 
 
-def _heading_paragraph_footnote(path: Path) -> Path:
-    """Page 1: a finished paragraph, a heading, a paragraph cut by the page turn, a footnote
-    at its foot; page 2: the rest of the cut paragraph."""
-    doc = pymupdf.open()
-    first = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
-    first.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 160),
-                         NEXT_PARAGRAPH, fontsize=11)
-    first.insert_text((MARGIN, 190), "Coral Counts", fontsize=16, fontname="hebo")
-    first.insert_textbox(pymupdf.Rect(MARGIN, 200, PAGE_RECT.width - MARGIN, 320), REEF_START,
-                         fontsize=11)
-    first.draw_line((MARGIN, PAGE_RECT.height - 110), (MARGIN + 150, PAGE_RECT.height - 110))
-    first.insert_textbox(pymupdf.Rect(MARGIN, PAGE_RECT.height - 104, PAGE_RECT.width - MARGIN,
-                                      PAGE_RECT.height - 60), FOOTNOTE, fontsize=8)
-    second = doc.new_page(width=PAGE_RECT.width, height=PAGE_RECT.height)
-    second.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 200), REEF_REST,
-                          fontsize=11)
-    doc.save(path)
-    doc.close()
-    return path
+def _paragraph_and_heading(page: pymupdf.Page) -> float:
+    """A finished paragraph and a heading above the paragraph the page turn cuts."""
+    page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_RECT.width - MARGIN, 160),
+                        NEXT_PARAGRAPH, fontsize=11)
+    page.insert_text((MARGIN, 190), "Coral Counts", fontsize=16, fontname="hebo")
+    return 200
 
 
 def test_a_footnote_moved_above_the_cut_paragraph_stays_before_its_heading(tmp_path: Path) -> None:
-    doc = extract_document(_heading_paragraph_footnote(tmp_path / "heading.pdf"), LAYOUT)
+    doc = extract_document(_cut_by_the_page_turn(tmp_path / "heading.pdf", _paragraph_and_heading),
+                           LAYOUT)
     assert [NEXT_PARAGRAPH, FOOTNOTE, "Coral Counts", f"{REEF_START} {REEF_REST}"] == [
         block.lstrip("#> ").strip() for block in doc.text.split("\n\n")]
